@@ -1,0 +1,173 @@
+// swift-tools-version:6.1
+// accessory-http: HTTP/1.1 over any byte stream pair (USB bulk, serial, pipes, socketpairs).
+//
+// Layers, bottom up (each depends only on the ones before it):
+//   Transports  → Framing (HTTP/1.1 link) → API (client, responder) → Accessories (emulator) → Tools (CLI)
+// System libraries are reached through `.systemLibrary` targets under Sources/System.
+import PackageDescription
+
+let package = Package(
+    name: "accessory-http",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "AccessoryTransport", targets: ["AccessoryTransport"]),
+        .library(name: "AccessoryHTTP1", targets: ["AccessoryHTTP1"]),
+        .library(name: "AccessoryClient", targets: ["AccessoryClient"]),
+        .library(name: "AccessoryResponder", targets: ["AccessoryResponder"]),
+        .library(name: "AccessoryEmulator", targets: ["AccessoryEmulator"]),
+        .executable(name: "accessory-http", targets: ["AccessoryHTTPTool"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        // MARK: System libraries
+        .systemLibrary(
+            name: "COpenSSL",
+            path: "Sources/System/COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "AccessoryCrypto",
+            dependencies: ["COpenSSL"],
+            path: "Sources/Support/AccessoryCrypto"
+        ),
+
+        // MARK: Layer 1: transports (every one reduces to a byte stream pair)
+        .target(
+            name: "AccessoryTransport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Transports/AccessoryTransport"
+        ),
+
+        // MARK: Layer 2: HTTP/1.1 framing and the persistent link
+        .target(
+            name: "AccessoryHTTP1",
+            dependencies: [
+                "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Framing/AccessoryHTTP1"
+        ),
+
+        // MARK: Layer 4: client API and responder
+        .target(
+            name: "AccessoryClient",
+            dependencies: [
+                "AccessoryHTTP1",
+                "AccessoryTransport",
+                "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/API/AccessoryClient"
+        ),
+        .target(
+            name: "AccessoryResponder",
+            dependencies: [
+                "AccessoryHTTP1",
+                "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/API/AccessoryResponder"
+        ),
+
+        // MARK: Accessories: the built-in emulated accessory
+        .target(
+            name: "AccessoryEmulator",
+            dependencies: [
+                "AccessoryResponder",
+                "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/Accessories/AccessoryEmulator"
+        ),
+
+        // MARK: Tools: the command-line interface
+        .executableTarget(
+            name: "AccessoryHTTPTool",
+            dependencies: [
+                "AccessoryClient",
+                "AccessoryResponder",
+                "AccessoryEmulator",
+                "AccessoryTransport",
+                "AccessoryHTTP1",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Tools/accessory-http"
+        ),
+
+        // MARK: Tests
+        .testTarget(
+            name: "AccessoryTransportTests",
+            dependencies: ["AccessoryTransport", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
+        ),
+        .testTarget(
+            name: "AccessoryHTTP1Tests",
+            dependencies: [
+                "AccessoryHTTP1", "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "AccessoryClientTests",
+            dependencies: [
+                "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryHTTP1", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "AccessoryResponderTests",
+            dependencies: [
+                "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryHTTP1", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "InteropTests",
+            dependencies: [
+                "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["AccessoryHTTPTool", "AccessoryCrypto"]
+        ),
+    ]
+)

@@ -1,0 +1,45 @@
+import NIOCore
+
+/// A way to open a pair of byte streams to an accessory: one to write requests into and one to
+/// read responses from. Every transport (socketpair, unix socket, child process, serial tty,
+/// USB bulk endpoints) reduces to this, so the HTTP layer above never knows which it drives.
+///
+/// `open` may be called many times: the HTTP layer reopens the stream after a framing error or
+/// a response it could not drain, so that stale bytes are never read as the next response.
+public protocol ByteStreamTransport: Sendable, CustomStringConvertible {
+    /// Opens a fresh byte stream pair as a NIO channel on `eventLoop`.
+    ///
+    /// - Parameter configure: installs the protocol handlers; it runs on the channel's event loop
+    ///   before the channel becomes active, so no byte is read before the pipeline is complete.
+    /// - Throws: ``TransportError`` with a message that names the device and the fix.
+    func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream
+
+    /// Whether a reopened stream can still deliver bytes sent before it was closed.
+    ///
+    /// A socketpair or a new child process starts empty; a serial line or USB endpoint is the
+    /// same wire, so the layer above must discard input until the line is quiet.
+    var reopenMayCarryStaleBytes: Bool { get }
+}
+
+extension ByteStreamTransport {
+    public var reopenMayCarryStaleBytes: Bool { false }
+}
+
+/// A byte stream pair that is open: the channel that carries it, and what the transport can
+/// add to an error message when it fails (a child's exit status and stderr, for instance).
+public struct OpenedByteStream: Sendable {
+    public let channel: any Channel
+    private let diagnosticsProvider: @Sendable () async -> String?
+
+    public init(channel: any Channel, diagnostics: @escaping @Sendable () async -> String? = { nil }) {
+        self.channel = channel
+        self.diagnosticsProvider = diagnostics
+    }
+
+    /// Facts about why the stream ended, if the transport knows any (it may wait briefly for a
+    /// child process to exit). `nil` when there is nothing to add.
+    public func diagnostics() async -> String? { await self.diagnosticsProvider() }
+}

@@ -1,0 +1,41 @@
+/// The one public error type of the transport layer: a stable ``Code`` for programs and a
+/// readable message for people that says what was wrong and what to do.
+public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable {
+    /// A stable, machine-readable identifier. New codes may be added; existing ones never change.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { self.rawValue }
+
+        /// The device spec could not be parsed.
+        public static let invalidDeviceSpec = Code(rawValue: "invalid-device-spec")
+        /// The path or device does not exist.
+        public static let deviceNotFound = Code(rawValue: "device-not-found")
+        /// Another process holds the device (exclusive open, lock, or claimed interface).
+        public static let deviceBusy = Code(rawValue: "device-busy")
+        /// The current user may not open the device.
+        public static let permissionDenied = Code(rawValue: "permission-denied")
+        /// The path exists but is not the kind of file the spec asked for (e.g. not a tty).
+        public static let wrongKindOfFile = Code(rawValue: "wrong-kind-of-file")
+        /// A serial setting (baud rate, data bits, …) is not supported by the device or system.
+        public static let unsupportedSetting = Code(rawValue: "unsupported-setting")
+        /// Connecting or opening failed for another reason.
+        public static let openFailed = Code(rawValue: "open-failed")
+        /// Opening did not finish within the allowed time.
+        public static let openTimedOut = Code(rawValue: "open-timed-out")
+        /// A child process could not be started, or exited.
+        public static let processFailed = Code(rawValue: "process-failed")
+        /// The transport is recognised but not available in this build or on this system.
+        public static let unsupported = Code(rawValue: "unsupported")
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { self.message }
+}
