@@ -8,7 +8,7 @@ import PackageDescription
 
 let package = Package(
     name: "accessory-http",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "AccessoryTransport", targets: ["AccessoryTransport"]),
         .library(name: "AccessoryHTTP1", targets: ["AccessoryHTTP1"]),

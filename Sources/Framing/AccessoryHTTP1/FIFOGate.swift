@@ -1,0 +1,58 @@
+import NIOCore
+import Synchronization
+
+/// Lets one task through at a time, in the order they arrived. A waiting task that is
+/// cancelled leaves the queue and throws, without disturbing the others.
+final class FIFOGate: Sendable {
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var busy = false
+        var waiters = CircularBuffer<Waiter>()
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Waits for the gate. Throws `CancellationError` if the task is cancelled while waiting.
+    func enter() async throws {
+        let id: UInt64? = self.state.withLock { state in
+            if !state.busy {
+                state.busy = true
+                return nil
+            }
+            state.nextID += 1
+            return state.nextID
+        }
+        guard let id else { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let resumeNow: Bool = self.state.withLock { state in
+                    if Task.isCancelled { return true }
+                    state.waiters.append(Waiter(id: id, continuation: continuation))
+                    return false
+                }
+                if resumeNow { continuation.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let cancelled: Waiter? = self.state.withLock { state in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index)
+            }
+            cancelled?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Lets the next waiter through, or opens the gate.
+    func leave() {
+        let next: Waiter? = self.state.withLock { state in
+            if let next = state.waiters.popFirst() { return next }
+            state.busy = false
+            return nil
+        }
+        next?.continuation.resume()
+    }
+}

@@ -1,0 +1,316 @@
+import AccessoryTransport
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
+import NIOPosix
+import Synchronization
+
+/// One persistent HTTP/1.1 link to an accessory over a byte stream pair.
+///
+/// Requests run one at a time, in the order they were made (a byte stream pair carries one
+/// exchange at a time; HTTP/1.1 pipelining would make every failure ambiguous). The link is
+/// opened on first use and kept open across requests. When an exchange leaves it out of step —
+/// a framing error, a response that could not be drained, a device that closed it — the next
+/// request reopens it (and, on transports that may carry stale bytes, waits for the line to go
+/// quiet first), so stale bytes are never read as a response.
+public final class HTTPLink: Sendable {
+    public let transport: any ByteStreamTransport
+    public let configuration: LinkConfiguration
+    private let eventLoop: any EventLoop
+    private let gate = FIFOGate()
+    private let state = Mutex(LinkState())
+    private let nextExchangeID = Atomic<UInt64>(0)
+
+    private struct Connection: Sendable {
+        let stream: OpenedByteStream
+        let handler: NIOLoopBound<HTTPLinkHandler>
+    }
+
+    private struct LinkState {
+        var connection: Connection?
+        var opens = 0
+        var isShutDown = false
+    }
+
+    public init(
+        transport: any ByteStreamTransport,
+        configuration: LinkConfiguration = .init(),
+        eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    ) {
+        self.transport = transport
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+    }
+
+    /// How many times the byte stream pair has been opened (1 while the link stays in step).
+    public var openCount: Int { self.state.withLock { $0.opens } }
+
+    /// Runs one exchange: sends `request` with `body`, waits for the response head, and hands
+    /// the response to `handle`, which may stream the body. When `handle` returns or throws, the
+    /// rest of the body is drained (bounded) before the next exchange may use the link.
+    ///
+    /// - Parameter deadline: the whole exchange (waiting in line excluded) must end by then.
+    public func execute<Result: Sendable>(
+        _ request: HTTPRequest,
+        body: HTTPRequestBody = .none,
+        deadline: ContinuousClock.Instant? = nil,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        try RequestValidation.validate(request)
+        let head = try self.makeHead(request, body: body)
+        do {
+            try await self.gate.enter()
+        } catch {
+            throw HTTPLinkError(.cancelled, "the request was cancelled while waiting for the link", underlying: error)
+        }
+        defer { self.gate.leave() }
+        try Task.checkCancellation()
+
+        let connection = try await self.openConnection()
+        let id = self.nextExchangeID.add(1, ordering: .relaxed).newValue
+        let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
+        let handler = connection.handler
+        let start: HTTPLinkHandler.RequestBodyStart
+        switch body.storage {
+        case .none: start = .none
+        case .bytes(let buffer): start = .complete(buffer)
+        case .stream: start = .streamed
+        }
+        let exchange: ExchangeHandle
+        do {
+            exchange = try await self.eventLoop.submit {
+                try handler.value.startExchange(id: id, head: head, body: start, deadline: nioDeadline, bodyHandler: handler)
+            }.get()
+        } catch {
+            self.forget(connection)
+            throw try await self.enrich(error, connection)
+        }
+
+        do {
+            let result = try await withTaskCancellationHandler {
+                try await self.run(exchange, body: body, handler: handler, handle)
+            } onCancel: {
+                self.eventLoop.execute { handler.value.cancel(id: id) }
+            }
+            if try await !exchange.completion.get() { self.forget(connection) }
+            return result
+        } catch {
+            // Wait until the exchange is over (drained, or the link torn down) before the next
+            // request may use the link; `completion` never fails.
+            let reusable = (try? await exchange.completion.get()) ?? false
+            if !reusable { self.forget(connection) }
+            throw try await self.enrich(error, connection)
+        }
+    }
+
+    /// Closes the link. Exchanges in progress fail; later ones throw `.shutDown`.
+    public func shutdown() async {
+        let connection: Connection? = self.state.withLock { state in
+            state.isShutDown = true
+            defer { state.connection = nil }
+            return state.connection
+        }
+        guard let connection else { return }
+        let handler = connection.handler
+        self.eventLoop.execute { handler.value.close(reason: HTTPLinkError(.shutDown, "the link was shut down")) }
+        try? await connection.stream.channel.closeFuture.get()
+    }
+
+    // MARK: Exchange
+
+    private func run<Result: Sendable>(
+        _ exchange: ExchangeHandle,
+        body: HTTPRequestBody,
+        handler: NIOLoopBound<HTTPLinkHandler>,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        let id = exchange.id
+        let eventLoop = self.eventLoop
+        guard case .stream(_, let produce) = body.storage else {
+            return try await self.deliver(exchange, handler: handler, handle)
+        }
+        // The request body is written while the response is awaited: a device may answer early.
+        return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
+            group.addTask {
+                guard try await exchange.mayWriteBody.get() else { return }
+                let writer = RequestBodyWriter { buffer in
+                    try await eventLoop.flatSubmit { handler.value.writeBody(id: id, buffer) }.get()
+                }
+                do {
+                    try await produce(writer)
+                } catch {
+                    let failure =
+                        error as? HTTPLinkError
+                        ?? HTTPLinkError(.requestBodyFailed, "the request body could not be read: \(error)", underlying: error)
+                    eventLoop.execute { handler.value.failRequest(id: id, failure) }
+                    throw failure
+                }
+                eventLoop.execute { handler.value.endRequest(id: id) }
+            }
+            do {
+                let result = try await self.deliver(exchange, handler: handler, handle)
+                try await group.waitForAll()
+                return result
+            } catch {
+                // The caller gave up; a request body still being written leaves the request
+                // incomplete, which tears the link down (the only way to stay in step).
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+
+    private func deliver<Result: Sendable>(
+        _ exchange: ExchangeHandle,
+        handler: NIOLoopBound<HTTPLinkHandler>,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        let id = exchange.id
+        defer { self.eventLoop.execute { handler.value.consumerGone(id: id) } }
+        let head = try await exchange.head.get()
+        return try await handle(HTTPLinkResponse(head: head, body: HTTPResponseBody(producer: exchange.body)))
+    }
+
+    // MARK: Opening
+
+    private func openConnection() async throws -> Connection {
+        let existing: Connection? = try self.state.withLock { state in
+            if state.isShutDown { throw HTTPLinkError(.shutDown, "the link was shut down") }
+            return state.connection
+        }
+        if let existing {
+            let handler = existing.handler
+            let usable = try await self.eventLoop.submit { handler.value.isUsable }.get()
+            if usable { return existing }
+            self.forget(existing)
+        }
+        let isReopen = self.state.withLock { $0.opens > 0 }
+        let connection = try await self.open()
+        if isReopen && self.transport.reopenMayCarryStaleBytes {
+            let handler = connection.handler
+            try await self.eventLoop.flatSubmit { handler.value.settle() }.get()
+        }
+        self.state.withLock { state in
+            state.connection = connection
+            state.opens += 1
+        }
+        self.configuration.tracer?.emit(.note(isReopen ? "reopened \(self.transport)" : "opened \(self.transport)"))
+        return connection
+    }
+
+    private func open() async throws -> Connection {
+        let configuration = self.configuration
+        let eventLoop = self.eventLoop
+        let handlerBox = HandlerSlot()
+        let transport = self.transport
+        let timeout = configuration.openTimeout
+        let opened: OpenedByteStream
+        do {
+            opened = try await withThrowingTaskGroup(of: OpenedByteStream?.self) { group in
+                group.addTask {
+                    try await transport.open(on: eventLoop) { channel in
+                        do {
+                            try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+                            try channel.syncOptions?.setOption(
+                                ChannelOptions.recvAllocator,
+                                value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: 16 * 1024, maximum: 256 * 1024)
+                            )
+                            let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
+                            let linkHandler = HTTPLinkHandler(configuration: configuration, guardHandler: guardHandler, eventLoop: eventLoop)
+                            var limits = NIOHTTPDecoderLimitConfiguration()
+                            limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
+                            limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
+                            limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
+                            try channel.pipeline.syncOperations.addHandlers([
+                                guardHandler,
+                                HTTPRequestEncoder(),
+                                ByteToMessageHandler(
+                                    HTTPResponseDecoder(
+                                        leftOverBytesStrategy: .dropBytes,
+                                        informationalResponseStrategy: .forward,
+                                        limitConfiguration: limits
+                                    )
+                                ),
+                                linkHandler,
+                            ])
+                            handlerBox.value.withLock { $0 = NIOLoopBound(linkHandler, eventLoop: eventLoop) }
+                            return channel.eventLoop.makeSucceededVoidFuture()
+                        } catch {
+                            return channel.eventLoop.makeFailedFuture(error)
+                        }
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let stream = first else {
+                    throw HTTPLinkError(.openTimeout, "opening \(transport) took longer than \(timeout)")
+                }
+                return stream
+            }
+        } catch let error as HTTPLinkError {
+            throw error
+        } catch let error as TransportError {
+            throw HTTPLinkError(.transportFailed, error.message, underlying: error)
+        } catch {
+            throw HTTPLinkError(.transportFailed, "could not open \(transport): \(error)", underlying: error)
+        }
+        guard let handler = handlerBox.value.withLock({ $0 }) else {
+            opened.channel.close(promise: nil)
+            throw HTTPLinkError(.transportFailed, "\(transport) opened without running the pipeline set-up")
+        }
+        return Connection(stream: opened, handler: handler)
+    }
+
+    private func forget(_ connection: Connection) {
+        self.state.withLock { state in
+            if state.connection?.stream.channel === connection.stream.channel { state.connection = nil }
+        }
+        connection.stream.channel.close(promise: nil)
+    }
+
+    /// Adds what the transport knows (a child's stderr and exit status…) to link failures.
+    private func enrich(_ error: any Error, _ connection: Connection) async throws -> any Error {
+        guard let linkError = error as? HTTPLinkError else {
+            if error is CancellationError { return HTTPLinkError(.cancelled, "the request was cancelled", underlying: error) }
+            return error
+        }
+        switch linkError.code {
+        case .linkClosed, .malformedResponse, .idleTimeout:
+            return HTTPLinkError.appendingDiagnostics(linkError, await connection.stream.diagnostics())
+        default:
+            return linkError
+        }
+    }
+
+    // MARK: Request head
+
+    private func makeHead(_ request: HTTPRequest, body: HTTPRequestBody) throws(HTTPLinkError) -> HTTPRequestHead {
+        var request = request
+        if request.authority == nil { request.authority = self.configuration.host }
+        request.headerFields[.transferEncoding] = nil
+        if let length = body.knownLength {
+            request.headerFields[.contentLength] = String(length)
+        } else if !body.isNone {
+            request.headerFields[.contentLength] = nil
+            request.headerFields[.transferEncoding] = "chunked"
+        } else if request.method == .post || request.method == .put || request.method == .patch {
+            request.headerFields[.contentLength] = "0"
+        } else {
+            request.headerFields[.contentLength] = nil
+        }
+        do {
+            return try HTTPRequestHead(request)
+        } catch {
+            throw HTTPLinkError(.invalidRequest, "the request cannot be written as HTTP/1.1: \(error)", underlying: error)
+        }
+    }
+}
+
+/// Carries the handler made inside the transport's pipeline set-up back to the opener.
+private final class HandlerSlot: Sendable {
+    let value = Mutex<NIOLoopBound<HTTPLinkHandler>?>(nil)
+}

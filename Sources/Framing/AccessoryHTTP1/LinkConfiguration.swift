@@ -1,0 +1,46 @@
+/// Parsing limits for responses read from a device.
+///
+/// A device is untrusted input: without limits, a stuck or hostile device could make the host
+/// buffer without bound while it waits for the end of a start line or header block.
+public struct HTTPLimits: Sendable, Hashable {
+    /// Longest status line accepted, in bytes (including the line ending).
+    public var maxStartLineLength: Int = 8 * 1024
+    /// Largest header block accepted (all field names and values), in bytes.
+    public var maxHeaderBlockSize: Int = 64 * 1024
+    /// Most header fields accepted in one response.
+    public var maxHeaderCount: Int = 100
+
+    public init() {}
+}
+
+/// How a link to one accessory behaves.
+public struct LinkConfiguration: Sendable {
+    /// The `Host` header sent when a request carries no authority. Accessories have no DNS
+    /// name; the default names the accessory generically.
+    public var host: String = "accessory"
+    /// Limits for parsing responses.
+    public var limits = HTTPLimits()
+    /// How long opening the byte stream pair may take.
+    public var openTimeout: Duration = .seconds(10)
+    /// How long the device may stay silent while a response (or more of its body) is due.
+    public var idleTimeout: Duration = .seconds(30)
+    /// How many body bytes of an abandoned response are read and discarded to keep the link
+    /// in step. Past this bound the link is torn down and reopened instead.
+    public var drainLimit: Int = 4 * 1024 * 1024
+    /// How long draining an abandoned response may take before the link is torn down.
+    public var drainTimeout: Duration = .seconds(5)
+    /// After reopening a transport that may still carry stale bytes (a serial line), input is
+    /// discarded until the line has been quiet this long…
+    public var settleQuietPeriod: Duration = .milliseconds(100)
+    /// …but for no longer than this in total.
+    public var settleMaxDuration: Duration = .seconds(3)
+    /// How long to wait for `100 Continue` before sending a request body anyway (curl waits 1 s).
+    public var expectContinueTimeout: Duration = .seconds(1)
+    /// How many response body bytes may wait for a slow consumer before reading from the
+    /// device pauses (back-pressure). Memory per link stays near this bound.
+    public var responseBufferSize: Int = 1024 * 1024
+    /// Receives a trace of both directions, if set (the CLI's `-v`).
+    public var tracer: LinkTracer?
+
+    public init() {}
+}

@@ -1,0 +1,89 @@
+import NIOCore
+
+/// Sits on the raw bytes below the HTTP decoder and keeps the link honest:
+/// - while no response is due, any byte from the device means the link is out of step (a
+///   misbehaving device, or the tail of a response that was not framed as it claimed), so it is
+///   reported instead of being parsed as the start of the next response;
+/// - while settling after a reopen, stale bytes are discarded;
+/// - while a status line is due, its length is bounded (the decoder bounds the header block).
+///
+/// The link handler switches the mode; both run on the channel's event loop.
+final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    enum Mode {
+        /// No response is due: bytes are stray.
+        case idle
+        /// Stale input after a reopen: dropped, counted.
+        case discard
+        /// A status line is due; `seen` bytes of it have passed.
+        case startLine(seen: Int)
+        /// Inside a response: bytes go to the decoder untouched.
+        case passThrough
+    }
+
+    var mode: Mode = .idle
+    private let maxStartLineLength: Int
+    /// Told how many bytes were discarded while settling (to restart the quiet timer).
+    var onDiscard: ((Int) -> Void)?
+
+    init(maxStartLineLength: Int) {
+        self.maxStartLineLength = maxStartLineLength
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = self.unwrapInboundIn(data)
+        switch self.mode {
+        case .passThrough:
+            context.fireChannelRead(data)
+        case .idle:
+            self.mode = .discard
+            context.fireErrorCaught(
+                HTTPLinkError(
+                    .strayBytes,
+                    "the device sent \(buffer.readableBytes) byte(s) while no request was outstanding "
+                        + "(\(Self.preview(buffer))); the link was out of step and will be reopened"
+                )
+            )
+        case .discard:
+            self.onDiscard?(buffer.readableBytes)
+        case .startLine(let seen):
+            let lineFeed = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n"))
+            let length = lineFeed.map { seen + ($0 - buffer.readerIndex) + 1 } ?? seen + buffer.readableBytes
+            if length > self.maxStartLineLength {
+                self.mode = .discard
+                context.fireErrorCaught(
+                    HTTPLinkError(
+                        .responseTooLarge,
+                        "the device's status line is longer than \(self.maxStartLineLength) bytes (\(Self.preview(buffer))); "
+                            + "it is probably not speaking HTTP, or the link is out of step"
+                    )
+                )
+                return
+            }
+            self.mode = lineFeed == nil ? .startLine(seen: length) : .passThrough
+            context.fireChannelRead(data)
+        }
+    }
+
+    /// A short printable rendering of the first bytes, for error messages.
+    static func preview(_ buffer: ByteBuffer, limit: Int = 24) -> String {
+        var text = ""
+        for byte in buffer.readableBytesView.prefix(limit) {
+            switch byte {
+            case 0x20..<0x7F where byte != UInt8(ascii: "\\"): text.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "\r"): text += "\\r"
+            case UInt8(ascii: "\n"): text += "\\n"
+            default: text += "\\x" + String(byte, radix: 16, uppercase: false).leftPadded(to: 2)
+            }
+        }
+        return "starting \"\(text)\"" + (buffer.readableBytes > limit ? "…" : "")
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        self.count >= width ? self : String(repeating: "0", count: width - self.count) + self
+    }
+}
