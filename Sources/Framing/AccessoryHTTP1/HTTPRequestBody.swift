@@ -35,7 +35,8 @@ public struct HTTPRequestBody: Sendable {
         }
     }
 
-    var isNone: Bool {
+    /// Whether there is no body at all.
+    public var isNone: Bool {
         if case .none = self.storage { return true }
         return false
     }

@@ -1,0 +1,139 @@
+import AccessoryHTTP1
+import HTTPTypes
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+extension AccessoryClient {
+    /// Downloads the response body of `request` to the file at `path`, reporting progress.
+    ///
+    /// The body goes to a temporary file beside `path`, renamed into place only when complete,
+    /// so a failed download never leaves a truncated file that looks whole. A destination
+    /// that is not a regular file (`/dev/null`, a FIFO) is written directly.
+    ///
+    /// - Returns: the response head. The file is written whatever the status; check it.
+    @discardableResult
+    public func download(
+        _ request: AccessoryRequest,
+        to path: String,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) async throws(AccessoryClientError) -> HTTPResponse {
+        let fileIO = NonBlockingFileIO(threadPool: .singleton)
+        let writesDirectly = Self.isSpecialFile(path)
+        let temporaryPath = writesDirectly ? path : Self.temporaryPath(beside: path)
+        let handle: NIOFileHandle
+        do {
+            handle = try await fileIO.openFile(
+                _deprecatedPath: temporaryPath,
+                mode: .write,
+                flags: writesDirectly ? .default : .allowFileCreation(posixMode: 0o644),
+                eventLoop: MultiThreadedEventLoopGroup.singleton.next()
+            ).get()
+        } catch {
+            throw AccessoryClientError(.fileError, "cannot write \(temporaryPath): \(error)", underlying: error)
+        }
+        var completed = false
+        defer {
+            try? handle.close()
+            if !completed && !writesDirectly { _ = unlink(temporaryPath) }
+        }
+        let head = try await self.execute(request) { response in
+            let total = response.head.headerFields[.contentLength].flatMap { Int64($0) }
+            var written: Int64 = 0
+            progress?(TransferProgress(bytesTransferred: 0, totalBytes: total))
+            for try await buffer in response.body {
+                do {
+                    try await fileIO.write(fileHandle: handle, buffer: buffer)
+                } catch {
+                    throw AccessoryClientError(.fileError, "cannot write \(path): \(error)", underlying: error)
+                }
+                written += Int64(buffer.readableBytes)
+                progress?(TransferProgress(bytesTransferred: written, totalBytes: total))
+            }
+            return response.head
+        }
+        if !writesDirectly {
+            guard rename(temporaryPath, path) == 0 else {
+                throw AccessoryClientError(.fileError, "cannot move the download into place at \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        completed = true
+        return head
+    }
+
+    /// Uploads the file at `path` as the body of `request` (sent with `Content-Length`),
+    /// reporting progress, and collects the response body (at most `maxResponseSize` bytes).
+    public func upload(
+        _ request: AccessoryRequest,
+        fromFile path: String,
+        maxResponseSize: Int = 16 * 1024 * 1024,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) async throws(AccessoryClientError) -> (HTTPResponse, ByteBuffer) {
+        var request = request
+        request.body = try Self.fileBody(path: path, progress: progress)
+        return try await self.data(request, maxBodySize: maxResponseSize)
+    }
+
+    /// A streamed request body read from a file in 64 KiB pieces. The producer reopens the file
+    /// each time it runs, so a redirect or authentication retry re-sends the same bytes.
+    public static func fileBody(
+        path: String,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) throws(AccessoryClientError) -> HTTPRequestBody {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw AccessoryClientError(.fileError, "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        let isRegular = (info.st_mode & S_IFMT) == S_IFREG
+        let length: Int? = isRegular ? Int(info.st_size) : nil
+        return .stream(length: length) { writer in
+            let fileIO = NonBlockingFileIO(threadPool: .singleton)
+            let handle: NIOFileHandle
+            do {
+                handle = try await fileIO.openFile(
+                    _deprecatedPath: path,
+                    eventLoop: MultiThreadedEventLoopGroup.singleton.next()
+                ).get().0
+            } catch {
+                throw AccessoryClientError(.fileError, "cannot read \(path): \(error)", underlying: error)
+            }
+            defer { try? handle.close() }
+            var sent: Int64 = 0
+            progress?(TransferProgress(bytesTransferred: 0, totalBytes: length.map(Int64.init)))
+            while true {
+                let chunk: ByteBuffer
+                do {
+                    chunk = try await fileIO.read(fileHandle: handle, byteCount: 64 * 1024, allocator: ByteBufferAllocator())
+                } catch {
+                    throw AccessoryClientError(.fileError, "cannot read \(path): \(error)", underlying: error)
+                }
+                if chunk.readableBytes == 0 { break }
+                if let length, sent + Int64(chunk.readableBytes) > Int64(length) {
+                    throw AccessoryClientError(.fileError, "\(path) grew while it was being sent")
+                }
+                try await writer.write(chunk)
+                sent += Int64(chunk.readableBytes)
+                progress?(TransferProgress(bytesTransferred: sent, totalBytes: length.map(Int64.init)))
+            }
+            if let length, sent != Int64(length) {
+                throw AccessoryClientError(.fileError, "\(path) shrank while it was being sent")
+            }
+        }
+    }
+
+    static func isSpecialFile(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return false }
+        return (info.st_mode & S_IFMT) != S_IFREG
+    }
+
+    static func temporaryPath(beside path: String) -> String {
+        let random = UInt32.random(in: 0 ... .max)
+        return "\(path).accessory-http-\(String(random, radix: 16)).part"
+    }
+}

@@ -1,0 +1,151 @@
+import AccessoryHTTP1
+import AccessoryTransport
+import HTTPTypes
+import NIOCore
+import NIOPosix
+
+/// The native client: sends HTTP requests to one accessory over a persistent link.
+///
+/// Requests may be made from many tasks at once; they are carried one at a time, in order.
+/// Redirects are followed (to the same accessory by default) and Basic or Digest
+/// authentication is answered, so the caller sees only the final response.
+///
+/// ```swift
+/// let client = AccessoryClient(transport: try DeviceSpec(parsing: "serial:/dev/ttyACM0").makeTransport())
+/// let (response, body) = try await client.data(AccessoryRequest(path: "/status"))
+/// ```
+public final class AccessoryClient: Sendable {
+    public struct Configuration: Sendable {
+        /// The link: Host header, limits, open and idle timeouts, drain bound, tracing.
+        public var link = LinkConfiguration()
+        public var redirects = RedirectPolicy.default
+        /// Asked for credentials when the device challenges and the request carries none.
+        public var credentialProvider: (any CredentialProvider)?
+        /// Header fields added to every request that does not set them itself.
+        public var defaultHeaderFields: HTTPFields = [
+            .userAgent: "accessory-http/\(AccessoryClient.version)"
+        ]
+        /// The whole-exchange timeout for requests that set none.
+        public var defaultTimeout: Duration?
+
+        public init() {}
+    }
+
+    public static let version = "0.1.0"
+
+    public let configuration: Configuration
+    public let link: HTTPLink
+
+    public init(
+        transport: any ByteStreamTransport,
+        configuration: Configuration = .init(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.configuration = configuration
+        self.link = HTTPLink(transport: transport, configuration: configuration.link, eventLoop: eventLoopGroup.next())
+    }
+
+    /// Closes the link. Requests after this fail with `.shutDown`.
+    public func shutdown() async {
+        await self.link.shutdown()
+    }
+
+    // MARK: Execute
+
+    /// Sends `request` and hands the final response to `handle`, which may stream its body.
+    /// When `handle` returns, any unread body is drained so the link stays in step.
+    public func execute<Result: Sendable>(
+        _ request: AccessoryRequest,
+        _ handle: (AccessoryResponse) async throws -> Result
+    ) async throws(AccessoryClientError) -> Result {
+        do {
+            return try await self.run(request, handle)
+        } catch {
+            throw AccessoryClientError.wrapping(error)
+        }
+    }
+
+    /// Sends `request` and collects the whole response body (at most `maxBodySize` bytes).
+    public func data(
+        _ request: AccessoryRequest,
+        maxBodySize: Int = 64 * 1024 * 1024
+    ) async throws(AccessoryClientError) -> (HTTPResponse, ByteBuffer) {
+        try await self.execute(request) { response in
+            (response.head, try await response.body.collect(upTo: maxBodySize))
+        }
+    }
+
+    private enum Step<Final: Sendable>: Sendable {
+        case final(Final)
+        case follow(HTTPRequest, dropBody: Bool)
+    }
+
+    private func run<Result: Sendable>(
+        _ request: AccessoryRequest,
+        _ handle: (AccessoryResponse) async throws -> Result
+    ) async throws -> Result {
+        var current = try self.makeHTTPRequest(request)
+        var body = request.body
+        var redirects = RedirectState(policy: self.configuration.redirects, initialRequest: current)
+        var authentication = AuthenticationState(
+            credentials: request.credentials,
+            provider: self.configuration.credentialProvider
+        )
+        let timeout = request.timeout ?? self.configuration.defaultTimeout
+        let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
+
+        while true {
+            let authorized = authentication.authorize(current)
+            let hadBody = !body.isNone
+            // The closure runs inside this task, before `execute` returns, so it may update the
+            // redirect and authentication state directly.
+            let step: Step<Result> = try await self.link.execute(authorized, body: body, deadline: deadline) { response in
+                switch await authentication.next(request: authorized, response: response.head) {
+                case .retry(let retried):
+                    return .follow(retried, dropBody: false)
+                case .done, .giveUp:
+                    break
+                }
+                switch redirects.next(request: authorized, response: response.head, hadBody: hadBody) {
+                case .follow(let next, let dropBody, _):
+                    return .follow(next, dropBody: dropBody)
+                case .fail(let failure):
+                    throw AccessoryClientError(.redirectFailed, failure.description)
+                case .done:
+                    let result = try await handle(
+                        AccessoryResponse(
+                            head: response.head,
+                            body: response.body,
+                            path: authorized.path ?? "/",
+                            redirectCount: redirects.redirectCount
+                        )
+                    )
+                    return .final(result)
+                }
+            }
+            switch step {
+            case .final(let result):
+                return result
+            case .follow(let next, let dropBody):
+                current = next
+                if dropBody { body = .none }
+            }
+        }
+    }
+
+    private func makeHTTPRequest(_ request: AccessoryRequest) throws -> HTTPRequest {
+        var fields = request.headerFields
+        for field in self.configuration.defaultHeaderFields where fields[field.name] == nil {
+            fields.append(field)
+        }
+        let http = HTTPRequest(
+            method: request.method,
+            scheme: nil,
+            authority: self.configuration.link.host,
+            path: request.path,
+            headerFields: fields
+        )
+        try RequestValidation.validate(http)
+        return http
+    }
+}
