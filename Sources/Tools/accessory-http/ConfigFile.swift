@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The user's settings file, `$XDG_CONFIG_HOME/accessory-http/config` (by default
+/// `~/.config/accessory-http/config`): `key = value` lines, `#` comments.
+///
+/// Known keys: `device` (a device spec), `host` (the Host header), `timeout` (seconds).
+/// An unknown key is an error that names the file and line, so a typo is never ignored.
+struct ConfigFile {
+    var device: String?
+    var host: String?
+    var timeout: Double?
+    var path: String
+
+    static var defaultPath: String? {
+        let environment = Environment()
+        if let xdg = environment["XDG_CONFIG_HOME"], !xdg.isEmpty { return xdg + "/accessory-http/config" }
+        guard let home = environment["HOME"], !home.isEmpty else { return nil }
+        return home + "/.config/accessory-http/config"
+    }
+
+    /// Loads the file at `path`; a missing file is an empty configuration.
+    static func load(path: String) throws(CLIError) -> ConfigFile {
+        var config = ConfigFile(path: path)
+        guard let text = readTextFile(path) else { return config }
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingSpaces()
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw CLIError(.usage, "\(path):\(index + 1): expected 'key = value', found \"\(line)\"")
+            }
+            let key = String(line[..<equals]).trimmingSpaces()
+            let value = String(line[line.index(after: equals)...]).trimmingSpaces()
+            switch key {
+            case "device": config.device = value
+            case "host": config.host = value
+            case "timeout":
+                guard let seconds = Double(value), seconds > 0 else {
+                    throw CLIError(.usage, "\(path):\(index + 1): timeout must be a positive number of seconds, not \"\(value)\"")
+                }
+                config.timeout = seconds
+            default:
+                throw CLIError(.usage, "\(path):\(index + 1): unknown setting \"\(key)\" (known: device, host, timeout)")
+            }
+        }
+        return config
+    }
+
+    private static func readTextFile(_ path: String) -> String? {
+        guard let file = fopen(path, "r") else { return nil }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            if count <= 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            if bytes.count > 1 << 20 { break }  // a settings file is small; never read without bound
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// This process's environment variables.
+struct Environment {
+    subscript(name: String) -> String? {
+        guard let value = getenv(name) else { return nil }
+        return String(cString: value)
+    }
+}
+
+extension StringProtocol {
+    func trimmingSpaces() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let first = self.firstIndex(where: { !isSpace($0) }),
+            let last = self.lastIndex(where: { !isSpace($0) })
+        else { return "" }
+        return String(self[first...last])
+    }
+}

@@ -1,0 +1,94 @@
+import AccessoryClient
+import AccessoryEmulator
+import AccessoryHTTP1
+import AccessoryTransport
+import ArgumentParser
+import NIOCore
+import NIOPosix
+
+/// Options every subcommand takes, before or after its name.
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The accessory: emulator, unix:PATH, exec:COMMAND, serial:PATH[?baud=N&flow=rtscts], stdio.",
+            discussion: "Defaults to $ACCESSORY_HTTP_DEVICE, then `device` in ~/.config/accessory-http/config.",
+            valueName: "spec"
+        )
+    )
+    var device: String?
+
+    @Flag(name: .shortAndLong, help: "Trace both directions to stderr: heads, and body bytes as a hex dump.")
+    var verbose = false
+
+    @Option(name: .long, help: ArgumentHelp("Most body bytes per message shown by -v.", valueName: "bytes"))
+    var traceLimit: Int = 4096
+
+    @Option(name: .long, help: ArgumentHelp("The Host header to send (default: from the config file, else \"accessory\").", valueName: "name"))
+    var host: String?
+
+    @Option(name: .long, help: ArgumentHelp("Settings file (default: ~/.config/accessory-http/config).", valueName: "path"))
+    var config: String?
+
+    /// The device spec chosen by `--device`, then `$ACCESSORY_HTTP_DEVICE`, then the config file.
+    func resolveDevice() throws(CLIError) -> (DeviceSpec, ConfigFile?) {
+        let config = try self.loadConfig()
+        let text: String
+        let source: String
+        if let device = self.device {
+            (text, source) = (device, "--device")
+        } else if let device = Environment()["ACCESSORY_HTTP_DEVICE"], !device.isEmpty {
+            (text, source) = (device, "ACCESSORY_HTTP_DEVICE")
+        } else if let device = config?.device {
+            (text, source) = (device, config?.path ?? "the config file")
+        } else {
+            throw CLIError(
+                .usage,
+                """
+                no accessory chosen. Choose one with --device SPEC (try --device emulator), \
+                set ACCESSORY_HTTP_DEVICE=SPEC, or write 'device = SPEC' in \(ConfigFile.defaultPath ?? "~/.config/accessory-http/config").
+                \(DeviceSpec.acceptedForms)
+                """
+            )
+        }
+        do {
+            return (try DeviceSpec(parsing: text), config)
+        } catch {
+            throw CLIError(.usage, "\(source): \(error.message)")
+        }
+    }
+
+    func loadConfig() throws(CLIError) -> ConfigFile? {
+        if let path = self.config { return try ConfigFile.load(path: path) }
+        guard let path = ConfigFile.defaultPath else { return nil }
+        return try ConfigFile.load(path: path)
+    }
+
+    /// A transport for a client: the emulator runs in this process on a socketpair.
+    static func clientTransport(for spec: DeviceSpec) throws(CLIError) -> any ByteStreamTransport {
+        if case .emulator = spec {
+            return EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton.next())
+        }
+        do {
+            return try spec.makeTransport()
+        } catch {
+            throw CLIError(error.code == .unsupported ? .transport : .usage, error.message)
+        }
+    }
+
+    /// Builds a client for the chosen device with this run's settings.
+    func makeClient(
+        redirects: RedirectPolicy = .default,
+        connectTimeout: Double? = nil
+    ) throws(CLIError) -> (AccessoryClient, ConfigFile?) {
+        let (spec, config) = try self.resolveDevice()
+        let transport = try Self.clientTransport(for: spec)
+        var configuration = AccessoryClient.Configuration()
+        if let host = self.host ?? config?.host { configuration.link.host = host }
+        if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }
+        configuration.redirects = redirects
+        if let connectTimeout { configuration.link.openTimeout = .seconds(connectTimeout) }
+        if self.verbose { configuration.link.tracer = TraceRenderer(limit: self.traceLimit).tracer }
+        return (AccessoryClient(transport: transport, configuration: configuration), config)
+    }
+}

@@ -1,0 +1,97 @@
+import AccessoryClient
+import AccessoryHTTP1
+import ArgumentParser
+import HTTPTypes
+import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The curl-like options of the request commands.
+struct RequestOptions: ParsableArguments {
+    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp("Add a header, 'Name: value'. Repeatable.", valueName: "header"))
+    var headers: [String] = []
+
+    @Option(
+        name: [.customShort("d"), .customLong("data")],
+        help: ArgumentHelp("Send a body: DATA as given, @FILE from a file, @- from stdin. Sent as is (like curl --data-binary).", valueName: "data")
+    )
+    var data: String?
+
+    @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp("Write the body to FILE instead of stdout.", valueName: "file"))
+    var output: String?
+
+    @Flag(name: [.customShort("i"), .customLong("include")], help: "Print the response head before the body.")
+    var include = false
+
+    @Flag(name: .long, help: "Exit with status 22, printing no body, when the device answers 400 or more.")
+    var fail = false
+
+    @Option(name: .long, help: ArgumentHelp("Give up if the whole exchange takes longer than this.", valueName: "seconds"))
+    var timeout: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Give up if opening the device takes longer than this.", valueName: "seconds"))
+    var connectTimeout: Double?
+
+    @Option(name: [.customShort("u"), .customLong("user")], help: ArgumentHelp("Credentials for Basic or Digest authentication.", valueName: "user[:password]"))
+    var user: String?
+
+    @Option(name: .long, help: ArgumentHelp("Follow at most this many redirects (0: return the redirect itself).", valueName: "n"))
+    var maxRedirs: Int = 10
+
+    func validate() throws {
+        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
+        if let connectTimeout, !(connectTimeout > 0) { throw ValidationError("--connect-timeout must be a positive number of seconds") }
+        if maxRedirs < 0 { throw ValidationError("--max-redirs must be 0 or more") }
+    }
+
+    /// Parses `-H` lines, refusing CR, LF or NUL and malformed names before anything is sent.
+    func headerFields() throws(CLIError) -> HTTPFields {
+        var fields = HTTPFields()
+        for line in self.headers {
+            do {
+                fields.append(try RequestValidation.headerLine(line))
+            } catch {
+                throw CLIError(.usage, "-H: \(error.message)")
+            }
+        }
+        return fields
+    }
+
+    func credentials() -> Credentials? {
+        guard let user = self.user else { return nil }
+        if !user.contains(":"), isatty(0) == 1, let typed = getpass("Enter the password for user '\(user)': ") {
+            return Credentials(user: user, password: String(cString: typed))
+        }
+        return Credentials(userOption: user)
+    }
+
+    /// The request body from `-d`.
+    func body() throws(CLIError) -> HTTPRequestBody {
+        guard let data = self.data else { return .none }
+        guard data.hasPrefix("@") else { return .bytes(ByteBuffer(string: data)) }
+        let path = String(data.dropFirst())
+        if path == "-" { return .bytes(try Self.readStandardInput()) }
+        do {
+            return try AccessoryClient.fileBody(path: path)
+        } catch {
+            throw CLIError(.file, "-d @\(path): \(error.message)")
+        }
+    }
+
+    private static func readStandardInput() throws(CLIError) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = read(0, &chunk, chunk.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw CLIError(.file, "-d @-: cannot read stdin: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            buffer.writeBytes(chunk[0..<count])
+        }
+        return buffer
+    }
+}

@@ -1,0 +1,83 @@
+import AccessoryClient
+import AccessoryHTTP1
+import HTTPTypes
+import NIOCore
+
+/// Runs one request command: builds the request from the options, sends it, prints the result.
+struct RequestRunner {
+    let globals: GlobalOptions
+    let options: RequestOptions
+
+    func run(method: HTTPRequest.Method, path: String, progressBar: Bool = false) async throws(CLIError) {
+        let (client, config) = try self.makeClient()
+        defer { Task { await client.shutdown() } }
+        var request: AccessoryRequest
+        do {
+            request = try AccessoryRequest(method: method, url: path)
+        } catch {
+            throw CLIError(.usage, error.message)
+        }
+        request.headerFields = try self.options.headerFields()
+        request.body = try self.options.body()
+        if let credentials = self.options.credentials() { request.credentials = credentials }
+        if let seconds = self.options.timeout ?? config?.timeout { request.timeout = .seconds(seconds) }
+
+        let status: HTTPResponse.Status
+        do {
+            if let output = self.options.output {
+                status = try await self.download(client, request, to: output, progressBar: progressBar)
+            } else {
+                status = try await self.printResponse(client, request, method: method)
+            }
+        } catch {
+            await client.shutdown()
+            if let error = error as? CLIError { throw error }
+            let clientError = AccessoryClientError.wrapping(error)
+            throw CLIError(ExitStatus(for: clientError), clientError.message)
+        }
+        await client.shutdown()
+        if self.options.fail && status.code >= 400 {
+            throw CLIError(.httpError, "the device answered \(status.code) \(status.reasonPhrase)")
+        }
+    }
+
+    private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?) {
+        let (client, config) = try self.globals.makeClient(
+            redirects: RedirectPolicy(maxRedirects: self.options.maxRedirs),
+            connectTimeout: self.options.connectTimeout
+        )
+        return (client, config)
+    }
+
+    private func printResponse(_ client: AccessoryClient, _ request: AccessoryRequest, method: HTTPRequest.Method) async throws -> HTTPResponse.Status {
+        let include = self.options.include || method == .head
+        let fail = self.options.fail
+        return try await client.execute(request) { response in
+            if fail && response.status.code >= 400 { return response.status }
+            if include { StandardOutput.write(Self.render(response.head)) }
+            for try await buffer in response.body {
+                let ok = buffer.withUnsafeReadableBytes { StandardOutput.write($0) }
+                if !ok { throw CLIError(.file, "cannot write to stdout: \(String(cString: strerror(errno)))") }
+            }
+            return response.status
+        }
+    }
+
+    private func download(_ client: AccessoryClient, _ request: AccessoryRequest, to path: String, progressBar: Bool) async throws -> HTTPResponse.Status {
+        let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
+        let head = try await client.download(request, to: path, progress: bar.map { bar in { bar.update($0) } })
+        bar?.finish()
+        if self.options.include { StandardOutput.write(Self.render(head)) }
+        return head.status
+    }
+
+    static func render(_ head: HTTPResponse) -> String {
+        var text = "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n"
+        for field in head.headerFields { text += "\(field.name): \(field.value)\r\n" }
+        return text + "\r\n"
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
