@@ -18,6 +18,24 @@ struct FileDescriptor: Hashable, Sendable {
         return FileDescriptor(rawValue: fd)
     }
 
+    /// `pipe2(O_CLOEXEC)`: a new pipe whose ends a child process inherits only when they are
+    /// explicitly `dup2`ed onto its standard descriptors.
+    static func pipe() throws(Errno) -> (read: FileDescriptor, write: FileDescriptor) {
+        var ends: [CInt] = [-1, -1]
+        if let pipe2 = GlibcExtensions.pipe2 {
+            _ = try ends.withUnsafeMutableBufferPointer { (buffer) throws(Errno) in
+                try retryingOnInterrupt { pipe2(buffer.baseAddress, O_CLOEXEC) }
+            }
+        } else {
+            // Not atomic: a child spawned by another thread in between could inherit the pipe.
+            _ = try ends.withUnsafeMutableBufferPointer { (buffer) throws(Errno) in
+                try retryingOnInterrupt { Glibc.pipe(buffer.baseAddress) }
+            }
+            for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        }
+        return (FileDescriptor(rawValue: ends[0]), FileDescriptor(rawValue: ends[1]))
+    }
+
     /// `close(2)`. Not retried on `EINTR`: Linux releases the descriptor even then, and a retry
     /// could close a descriptor another thread has just been given.
     func close() throws(Errno) {
@@ -35,6 +53,14 @@ struct FileDescriptor: Hashable, Sendable {
         var status = stat()
         _ = try retryingOnInterrupt { fstat(self.rawValue, &status) }
         return FileKind(mode: status.st_mode)
+    }
+
+    /// Whether the descriptor is `/dev/null` (same device number), which epoll refuses.
+    var isNullDevice: Bool {
+        var mine = stat()
+        var null = stat()
+        guard fstat(self.rawValue, &mine) == 0, stat("/dev/null", &null) == 0 else { return false }
+        return FileKind(mode: mine.st_mode) == .characterDevice && mine.st_rdev == null.st_rdev
     }
 
     /// `isatty(3)`.
