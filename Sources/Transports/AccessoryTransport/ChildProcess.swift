@@ -1,0 +1,137 @@
+import Glibc
+import NIOCore
+import Synchronization
+
+/// A child process started with `posix_spawn`, reaped by a dedicated thread the moment it
+/// exits, so it never lingers as a zombie whatever its user does.
+///
+/// Signals are sent only while the child is known not to be reaped yet, so a pid the kernel
+/// has handed to an unrelated process is never signalled.
+final class ChildProcess: Sendable {
+    let pid: pid_t
+    private let exitPromise: EventLoopPromise<ExitStatus>
+    /// `nil` while running. Guarded so that "not reaped yet" and "send a signal" are atomic.
+    private let status = Mutex<ExitStatus?>(nil)
+
+    private init(pid: pid_t, exitPromise: EventLoopPromise<ExitStatus>) {
+        self.pid = pid
+        self.exitPromise = exitPromise
+    }
+
+    /// Completes when the child has exited and been reaped.
+    var exitFuture: EventLoopFuture<ExitStatus> { self.exitPromise.futureResult }
+
+    /// How the child ended, or `nil` while it runs.
+    var exitStatus: ExitStatus? { self.status.withLock { $0 } }
+
+    /// Starts `arguments[0]` (an absolute path) with `arguments` as its argv, this process's
+    /// environment, and the given descriptors as its 0, 1 and 2. Every other descriptor is
+    /// closed in the child.
+    static func spawn(
+        _ arguments: [String],
+        standardInput: FileDescriptor,
+        standardOutput: FileDescriptor,
+        standardError: FileDescriptor,
+        exitReportedOn eventLoop: any EventLoop
+    ) throws(Errno) -> ChildProcess {
+        let pid = try Self.posixSpawn(arguments, stdio: [standardInput, standardOutput, standardError])
+        let process = ChildProcess(pid: pid, exitPromise: eventLoop.makePromise())
+        do {
+            try DetachedThread.start { process.reapWhenExited() }
+        } catch {
+            // Without a reaper the child would become a zombie: end it now, synchronously.
+            _ = kill(pid, SIGKILL)
+            process.reapWhenExited()
+            throw error
+        }
+        return process
+    }
+
+    /// Sends `signal` unless the child has already been reaped.
+    func send(_ signal: CInt) {
+        self.status.withLock { status in
+            if status == nil { _ = kill(self.pid, signal) }
+        }
+    }
+
+    /// Ends the child politely: after `grace` (time to exit on its own once its stdin closed)
+    /// `SIGTERM`, and `SIGKILL` if it is still there `killAfter` later.
+    func terminate(grace: TimeAmount, killAfter: TimeAmount, on eventLoop: any EventLoop) {
+        eventLoop.scheduleTask(in: grace) { self.send(SIGTERM) }
+        eventLoop.scheduleTask(in: grace + killAfter) { self.send(SIGKILL) }
+    }
+
+    /// Blocks until the child exits, reaps it and completes ``exitFuture``.
+    private func reapWhenExited() {
+        // WNOWAIT: learn that it exited but leave it unreaped, so its pid stays reserved
+        // until the reap below, made under the same lock as `send`.
+        var info = siginfo_t()
+        let waited: Bool
+        do {
+            _ = try retryingOnInterrupt { waitid(P_PID, id_t(self.pid), &info, WEXITED | WNOWAIT) }
+            waited = true
+        } catch {
+            waited = false  // ECHILD: reaped elsewhere (SIGCHLD ignored); the status is lost
+        }
+        let result: ExitStatus = self.status.withLock { status in
+            var raw: CInt = 0
+            let reaped = waited ? (try? retryingOnInterrupt { waitpid(self.pid, &raw, 0) }) : nil
+            let result = reaped == self.pid ? ExitStatus(waitStatus: raw) : .unknown
+            status = result
+            return result
+        }
+        self.exitPromise.succeed(result)
+    }
+
+    /// `posix_spawn(3)` with file actions that put `stdio` on 0, 1, 2 and close everything
+    /// else, and with signals reset: NIO ignores `SIGPIPE` in this process, and an ignored
+    /// signal stays ignored across exec, which would stop a child like `cat` from dying on a
+    /// closed pipe.
+    private static func posixSpawn(_ arguments: [String], stdio: [FileDescriptor]) throws(Errno) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for (target, source) in stdio.enumerated() {
+            // dup2 clears close-on-exec on the copy, so exactly these survive exec.
+            let result = posix_spawn_file_actions_adddup2(&actions, source.rawValue, CInt(target))
+            guard result == 0 else { throw Errno(rawValue: result) }
+        }
+        // NIO's pipe channels dup descriptors without O_CLOEXEC (e.g. the write side of a
+        // serial line), so close-on-exec alone would leak them into the child.
+        if let closeFrom = GlibcExtensions.addCloseFrom {
+            let result = closeFrom(&actions, 3)
+            guard result == 0 else { throw Errno(rawValue: result) }
+        }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        var defaultSignals = sigset_t()
+        sigemptyset(&defaultSignals)
+        for signal in [SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2] {
+            sigaddset(&defaultSignals, signal)
+        }
+        posix_spawnattr_setsigdefault(&attributes, &defaultSignals)
+        // Same process group as this one: Ctrl-C reaches the child as it would in a shell
+        // pipeline, and a child such as ssh may still prompt on the terminal.
+        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        posix_spawnattr_setflags(&attributes, Int16(flags))
+
+        var argv: [UnsafeMutablePointer<CChar>?] = []
+        defer { argv.forEach { free($0) } }
+        for argument in arguments {
+            guard let copy = strdup(argument) else { throw Errno(rawValue: ENOMEM) }
+            argv.append(copy)
+        }
+        argv.append(nil)
+
+        var pid: pid_t = 0
+        guard let program = argv.first ?? nil else { throw Errno(rawValue: EINVAL) }
+        let result = posix_spawn(&pid, program, &actions, &attributes, argv, environ)
+        guard result == 0 else { throw Errno(rawValue: result) }
+        return pid
+    }
+}

@@ -1,0 +1,134 @@
+import Glibc
+import NIOCore
+import NIOPosix
+
+/// Runs a command with `/bin/sh -c` and uses its standard input and output as the byte
+/// stream pair, e.g. `socat - /dev/ttyACM0,raw,echo=0` or `ssh host accessory-http serve
+/// --device stdio`.
+///
+/// Each `open` starts a new process. Its stderr is kept (the last 4 KiB) for
+/// ``OpenedByteStream/diagnostics()``. When the channel closes, the child's stdin closes; a
+/// child still running after a short grace period gets `SIGTERM`, then `SIGKILL`, and it is
+/// always reaped.
+public struct ChildProcessTransport: ByteStreamTransport {
+    /// The shell command line.
+    public let command: String
+    /// The shell; only tests change it (to check a shell that cannot be started).
+    let shell: String
+
+    /// How long a child may take to exit on its own after its stdin closed.
+    static let terminationGrace: TimeAmount = .milliseconds(250)
+    /// How long after `SIGTERM` a child is killed.
+    static let killDelay: TimeAmount = .seconds(1)
+    /// The longest ``OpenedByteStream/diagnostics()`` waits for the child to exit.
+    static let diagnosticsWait: Duration = .milliseconds(500)
+
+    public init(command: String) {
+        self.init(command: command, shell: "/bin/sh")
+    }
+
+    init(command: String, shell: String) {
+        self.command = command
+        self.shell = shell
+    }
+
+    public var description: String { "exec:\(self.command)" }
+
+    public func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        try await self.launch(on: eventLoop, configure: configure).stream
+    }
+
+    /// Starts the child and returns it along with the stream, so tests can watch its pid.
+    func launch(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> (stream: OpenedByteStream, process: ChildProcess) {
+        let pipes = try self.makePipes()
+        let process: ChildProcess
+        do {
+            process = try ChildProcess.spawn(
+                [self.shell, "-c", self.command],
+                standardInput: pipes.stdin.read,
+                standardOutput: pipes.stdout.write,
+                standardError: pipes.stderr.write,
+                exitReportedOn: eventLoop
+            )
+        } catch {
+            pipes.closeAll()
+            throw TransportError(.processFailed, "could not start `\(self.command)` with \(self.shell) -c: \(error)")
+        }
+        // The child has its own copies now; ours would keep its stdin from ever seeing EOF.
+        pipes.closeChildEnds()
+
+        let stderr = StderrRingBuffer()
+        let stderrChannel: (any Channel)?
+        do {
+            stderrChannel = try await NIOPipeBootstrap(group: eventLoop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(StderrCollector(into: stderr))
+                    }
+                }
+                .takingOwnershipOfDescriptor(input: pipes.stderr.read.rawValue)
+                .get()
+        } catch {
+            // Still ours after a failure. Diagnostics lose the stderr text, nothing else.
+            try? pipes.stderr.read.close()
+            stderrChannel = nil
+        }
+
+        let channel: any Channel
+        do {
+            channel = try await NIOPipeBootstrap(group: eventLoop)
+                .channelInitializer(configure)
+                .takingOwnershipOfDescriptors(input: pipes.stdout.read.rawValue, output: pipes.stdin.write.rawValue)
+                .get()
+        } catch {
+            try? pipes.stdout.read.close()
+            try? pipes.stdin.write.close()
+            process.terminate(grace: .zero, killAfter: Self.killDelay, on: eventLoop)
+            stderrChannel?.close(promise: nil)
+            throw TransportError(.processFailed, "could not attach the pipes of `\(self.command)` to the event loop: \(error)")
+        }
+
+        channel.closeFuture.whenComplete { _ in
+            process.terminate(grace: Self.terminationGrace, killAfter: Self.killDelay, on: eventLoop)
+        }
+        // A grandchild that inherited stderr could hold it open forever; stop listening a
+        // little after the child itself has gone.
+        process.exitFuture.whenComplete { _ in
+            eventLoop.scheduleTask(in: .milliseconds(500)) { stderrChannel?.close(promise: nil) }
+        }
+
+        let command = self.command
+        let stream = OpenedByteStream(channel: channel) {
+            await Self.describe(process, command: command, stderr: stderr, stderrOpen: stderrChannel != nil)
+        }
+        return (stream, process)
+    }
+
+    /// "child process `CMD` exited with status 1; its stderr ended with: …", after waiting up
+    /// to ``diagnosticsWait`` for the child to exit and its stderr to end.
+    private static func describe(_ process: ChildProcess, command: String, stderr: StderrRingBuffer, stderrOpen: Bool) async -> String {
+        let clock = ContinuousClock()
+        let deadline = clock.now + Self.diagnosticsWait
+        while clock.now < deadline, process.exitStatus == nil || (stderrOpen && !stderr.hasEnded) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        let state = process.exitStatus.map(\.description) ?? "is still running (pid \(process.pid))"
+        let text = stderr.text
+        let tail = text.isEmpty ? "it wrote nothing to stderr" : "its stderr ended with: \(text)"
+        return "child process `\(command)` \(state); \(tail)"
+    }
+
+    private func makePipes() throws(TransportError) -> ChildPipes {
+        do {
+            return try ChildPipes()
+        } catch {
+            throw TransportError(.processFailed, "could not create pipes for `\(self.command)`: \(error)")
+        }
+    }
+}

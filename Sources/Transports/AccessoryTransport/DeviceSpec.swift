@@ -1,0 +1,90 @@
+/// Where the accessory is, written as one line of text: the single parser used by the
+/// command line, configuration files and the API, so every place accepts the same forms.
+///
+/// ```swift
+/// let spec = try DeviceSpec(parsing: "serial:/dev/ttyACM0?baud=9600&flow=rtscts")
+/// let transport = try spec.makeTransport()
+/// ```
+///
+/// ``description`` prints the canonical form, which parses back to an equal value. Paths and
+/// query values are taken literally (no percent-decoding), so a serial path containing `?` or
+/// a USB serial number containing `&` cannot be written as a spec.
+public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
+    /// `emulator`: the built-in emulated accessory, supplied by the client layer.
+    case emulator
+    /// `stdio`: this process's own standard input and output, e.g. under `socat` or `ssh`.
+    case stdio
+    /// `unix:PATH`: a unix-domain stream socket. A relative path is resolved against the
+    /// working directory when the socket is opened.
+    case unix(path: String)
+    /// `exec:COMMAND`: the standard input and output of a child process run with `/bin/sh -c`.
+    case exec(command: String)
+    /// `serial:PATH[?baud=…&data=…&parity=…&stop=…&flow=…]`: a serial tty.
+    case serial(path: String, settings: SerialSettings)
+    /// `usb:VID:PID[?serial=…&port=…&interface=…]`: a USB accessory's bulk endpoints.
+    /// Parsed and validated; opening it throws ``TransportError/Code/unsupported`` until the
+    /// USB transport exists.
+    case usb(USBDeviceSelector)
+
+    /// Parses a device spec.
+    ///
+    /// Parsing is strict: an unknown scheme or query key, an empty path or command, a
+    /// repeated key or a malformed value is an error rather than a guess.
+    ///
+    /// - Throws: ``TransportError`` with code ``TransportError/Code/invalidDeviceSpec`` and a
+    ///   message that says what was wrong and lists ``acceptedForms``.
+    public init(parsing text: String) throws(TransportError) {
+        self = try DeviceSpecParser(text: text).parse()
+    }
+
+    /// Every accepted form with an example, one per line, for help text and error messages.
+    public static let acceptedForms: String = """
+        Accepted device specs:
+          emulator                the built-in emulated accessory
+          stdio                   this process's stdin and stdout (e.g. under socat or ssh)
+          unix:PATH               a unix stream socket, e.g. unix:/run/acc.sock
+          exec:COMMAND            a child process's stdin/stdout, run with /bin/sh -c,
+                                  e.g. exec:socat - /dev/ttyACM0,raw,echo=0
+          serial:PATH[?OPTIONS]   a serial tty, e.g. serial:/dev/ttyACM0?baud=115200&flow=rtscts
+                                  options (default): baud=N (115200), data=5|6|7|8 (8),
+                                  parity=none|even|odd (none), stop=1|2 (1), flow=none|rtscts (none)
+          usb:VID:PID[?OPTIONS]   a USB accessory (not built yet), IDs in 4 hex digits,
+                                  e.g. usb:1209:0001?serial=A1B2&port=1-2.3&interface=0
+                                  options: serial=SERIAL, port=BUS-PORT[.PORT...], interface=N
+        """
+
+    /// The canonical text form; `DeviceSpec(parsing: spec.description) == spec`.
+    ///
+    /// Serial options equal to their defaults are left out.
+    public var description: String {
+        switch self {
+        case .emulator:
+            return "emulator"
+        case .stdio:
+            return "stdio"
+        case .unix(let path):
+            return "unix:\(path)"
+        case .exec(let command):
+            return "exec:\(command)"
+        case .serial(let path, let settings):
+            let defaults = SerialSettings()
+            var options: [String] = []
+            if settings.baudRate != defaults.baudRate { options.append("baud=\(settings.baudRate)") }
+            if settings.dataBits != defaults.dataBits { options.append("data=\(settings.dataBits.rawValue)") }
+            if settings.parity != defaults.parity { options.append("parity=\(settings.parity.rawValue)") }
+            if settings.stopBits != defaults.stopBits { options.append("stop=\(settings.stopBits.rawValue)") }
+            if settings.flowControl != defaults.flowControl { options.append("flow=\(settings.flowControl.rawValue)") }
+            return "serial:\(path)" + Self.query(options)
+        case .usb(let selector):
+            var options: [String] = []
+            if let serial = selector.serialNumber { options.append("serial=\(serial)") }
+            if let port = selector.portPath { options.append("port=\(port)") }
+            if let interface = selector.interfaceNumber { options.append("interface=\(interface)") }
+            return "usb:\(selector)" + Self.query(options)
+        }
+    }
+
+    private static func query(_ options: [String]) -> String {
+        options.isEmpty ? "" : "?" + options.joined(separator: "&")
+    }
+}

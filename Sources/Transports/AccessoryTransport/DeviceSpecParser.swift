@@ -1,0 +1,157 @@
+/// Turns the text of a device spec into a ``DeviceSpec``, strictly, with an error message
+/// that says which part was wrong. ``DeviceSpec/init(parsing:)`` is its only user.
+struct DeviceSpecParser {
+    let text: String
+
+    func parse() throws(TransportError) -> DeviceSpec {
+        switch self.text {
+        case "emulator": return .emulator
+        case "stdio": return .stdio
+        case "": throw self.invalid("the spec is empty")
+        default: break
+        }
+        guard let colon = self.text.firstIndex(of: ":") else {
+            if self.text.hasPrefix("/") || self.text.hasPrefix(".") {
+                throw self.invalid("a bare path is ambiguous; write serial:\(self.text) or unix:\(self.text)")
+            }
+            throw self.invalid("unknown device \"\(self.text)\"")
+        }
+        let scheme = self.text[..<colon].lowercased()
+        let rest = String(self.text[self.text.index(after: colon)...])
+        switch scheme {
+        case "emulator", "stdio":
+            throw self.invalid("\"\(scheme)\" takes nothing after it; write just \(scheme)")
+        case "unix":
+            guard !rest.isEmpty else { throw self.invalid("unix: needs the socket's path, e.g. unix:/run/acc.sock") }
+            try self.rejectNUL(rest)
+            return .unix(path: rest)
+        case "exec":
+            guard rest.contains(where: { !$0.isWhitespace }) else {
+                throw self.invalid("exec: needs a command, e.g. exec:socat - /dev/ttyACM0")
+            }
+            try self.rejectNUL(rest)
+            return .exec(command: rest)
+        case "serial":
+            return try self.parseSerial(rest)
+        case "usb":
+            return try self.parseUSB(rest)
+        default:
+            throw self.invalid("unknown scheme \"\(self.text[..<colon])\"")
+        }
+    }
+
+    // MARK: serial
+
+    private func parseSerial(_ rest: String) throws(TransportError) -> DeviceSpec {
+        let (path, options) = try self.splitQuery(rest, known: ["baud", "data", "parity", "stop", "flow"], scheme: "serial")
+        guard !path.isEmpty else { throw self.invalid("serial: needs the tty's path, e.g. serial:/dev/ttyACM0") }
+        try self.rejectNUL(path)
+        var settings = SerialSettings()
+        for (key, value) in options {
+            switch key {
+            case "baud":
+                guard let baud = Int(value), baud > 0, value.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw self.invalid("baud=\(value) is not a positive whole number of bits per second")
+                }
+                settings.baudRate = baud
+            case "data":
+                guard let bits = Int(value).flatMap(SerialSettings.DataBits.init(rawValue:)) else {
+                    throw self.invalid("data=\(value) must be 5, 6, 7 or 8")
+                }
+                settings.dataBits = bits
+            case "parity":
+                guard let parity = SerialSettings.Parity(rawValue: value) else {
+                    throw self.invalid("parity=\(value) must be none, even or odd")
+                }
+                settings.parity = parity
+            case "stop":
+                guard let stop = Int(value).flatMap(SerialSettings.StopBits.init(rawValue:)) else {
+                    throw self.invalid("stop=\(value) must be 1 or 2")
+                }
+                settings.stopBits = stop
+            default:  // "flow": splitQuery admits known keys only
+                guard let flow = SerialSettings.FlowControl(rawValue: value) else {
+                    throw self.invalid("flow=\(value) must be none or rtscts")
+                }
+                settings.flowControl = flow
+            }
+        }
+        return .serial(path: path, settings: settings)
+    }
+
+    // MARK: usb
+
+    private func parseUSB(_ rest: String) throws(TransportError) -> DeviceSpec {
+        let (ids, options) = try self.splitQuery(rest, known: ["serial", "port", "interface"], scheme: "usb")
+        let parts = ids.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2 else {
+            throw self.invalid("usb: needs VID:PID in hex, e.g. usb:1209:0001")
+        }
+        let vendorID = try self.hexID(parts[0], name: "vendor ID")
+        let productID = try self.hexID(parts[1], name: "product ID")
+        var selector = USBDeviceSelector(vendorID: vendorID, productID: productID)
+        for (key, value) in options {
+            switch key {
+            case "serial":
+                selector.serialNumber = value
+            case "port":
+                guard USBDeviceSelector.isValidPortPath(value) else {
+                    throw self.invalid("port=\(value) is not a USB port path such as 1-2.3 (bus-port[.port...])")
+                }
+                selector.portPath = value
+            default:  // "interface"
+                guard let number = Int(value), (0...255).contains(number), value.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                    throw self.invalid("interface=\(value) must be an interface number from 0 to 255")
+                }
+                selector.interfaceNumber = number
+            }
+        }
+        return .usb(selector)
+    }
+
+    private func hexID(_ text: Substring, name: String) throws(TransportError) -> UInt16 {
+        guard text.count == 4, text.allSatisfy(\.isHexDigit), let value = UInt16(text, radix: 16) else {
+            throw self.invalid("the \(name) \"\(text)\" must be exactly 4 hex digits, e.g. 1209")
+        }
+        return value
+    }
+
+    // MARK: shared
+
+    /// Splits `PATH?key=value&key=value` at the first `?`. Keys must be known and unique,
+    /// values non-empty.
+    private func splitQuery(
+        _ rest: String, known: [String], scheme: String
+    ) throws(TransportError) -> (String, [(key: String, value: String)]) {
+        guard let mark = rest.firstIndex(of: "?") else { return (rest, []) }
+        let head = String(rest[..<mark])
+        let query = rest[rest.index(after: mark)...]
+        guard !query.isEmpty else { throw self.invalid("nothing follows \"?\"; remove it or add options") }
+        var options: [(key: String, value: String)] = []
+        for pair in query.split(separator: "&", omittingEmptySubsequences: false) {
+            guard let equals = pair.firstIndex(of: "=") else {
+                throw self.invalid("option \"\(pair)\" must be written key=value")
+            }
+            let key = String(pair[..<equals])
+            let value = String(pair[pair.index(after: equals)...])
+            guard known.contains(key) else {
+                throw self.invalid("unknown option \"\(key)\" for \(scheme): (known: \(known.joined(separator: ", ")))")
+            }
+            guard !value.isEmpty else { throw self.invalid("option \"\(key)\" has an empty value") }
+            guard !options.contains(where: { $0.key == key }) else {
+                throw self.invalid("option \"\(key)\" is given more than once")
+            }
+            try self.rejectNUL(value)
+            options.append((key, value))
+        }
+        return (head, options)
+    }
+
+    private func rejectNUL(_ text: String) throws(TransportError) {
+        if text.utf8.contains(0) { throw self.invalid("it contains a NUL character") }
+    }
+
+    private func invalid(_ reason: String) -> TransportError {
+        TransportError(.invalidDeviceSpec, "invalid device spec \"\(self.text)\": \(reason).\n\n\(DeviceSpec.acceptedForms)")
+    }
+}

@@ -1,0 +1,93 @@
+import Glibc
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// This process's own standard input and output as the byte stream pair: what
+/// `accessory-http serve --device stdio` uses under `socat` or `ssh`.
+///
+/// The channel works on duplicates, so closing it does not close descriptors 0 and 1. NIO
+/// makes them non-blocking, which also affects whoever shares them (the shell), so the
+/// previous mode is restored when the channel closes. Only one stream may use stdio at a
+/// time. A terminal on stdin is used as it is, not switched to raw mode: run it under
+/// `socat` or `ssh` without `-t`.
+public struct StdioTransport: ByteStreamTransport {
+    /// Whether a stdio stream is open in this process; two would steal each other's bytes.
+    private static let inUse = Mutex(false)
+
+    public init() {}
+
+    public var description: String { "stdio" }
+
+    /// `true`: a reopened stream reads on from the same stdin.
+    public var reopenMayCarryStaleBytes: Bool { true }
+
+    public func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        try self.checkUsable(.standardInput, name: "stdin")
+        try self.checkUsable(.standardOutput, name: "stdout")
+        guard Self.inUse.withLock({ inUse in defer { inUse = true }; return !inUse }) else {
+            throw TransportError(.deviceBusy, "stdio is already in use by another stream of this process")
+        }
+        let savedFlags = (input: try? FileDescriptor.standardInput.statusFlags(), output: try? FileDescriptor.standardOutput.statusFlags())
+        let restore: @Sendable () -> Void = {
+            if let flags = savedFlags.input { try? FileDescriptor.standardInput.setStatusFlags(flags) }
+            if let flags = savedFlags.output { try? FileDescriptor.standardOutput.setStatusFlags(flags) }
+            Self.inUse.withLock { $0 = false }
+        }
+
+        let input: FileDescriptor
+        let output: FileDescriptor
+        do {
+            input = try FileDescriptor.standardInput.duplicate()
+            do {
+                output = try FileDescriptor.standardOutput.duplicate()
+            } catch {
+                try? input.close()
+                throw error
+            }
+        } catch {
+            restore()
+            throw TransportError(.openFailed, "could not duplicate stdin and stdout: \(error)")
+        }
+
+        let channel: any Channel
+        do {
+            channel = try await NIOPipeBootstrap(group: eventLoop)
+                .channelInitializer(configure)
+                .takingOwnershipOfDescriptors(input: input.rawValue, output: output.rawValue)
+                .get()
+        } catch {
+            try? input.close()
+            try? output.close()
+            restore()
+            if let error = error as? IOError, error.errnoCode == EPERM {
+                // epoll refuses files that are always ready, such as /dev/null.
+                throw TransportError(.wrongKindOfFile, "stdin or stdout cannot be watched for readiness (is it /dev/null?); connect them to a pipe, socket or terminal")
+            }
+            throw TransportError(.openFailed, "could not attach stdin and stdout to the event loop: \(error)")
+        }
+        channel.closeFuture.whenComplete { _ in restore() }
+        return OpenedByteStream(channel: channel)
+    }
+
+    /// NIO accepts only pipes, sockets and character devices other than /dev/null.
+    private func checkUsable(_ descriptor: FileDescriptor, name: String) throws(TransportError) {
+        let kind: FileKind
+        do {
+            kind = try descriptor.kind()
+        } catch {
+            throw TransportError(.openFailed, "\(name) is not open (\(error)); run this with \(name) connected to a pipe, socket or terminal")
+        }
+        switch kind {
+        case .regularFile, .directory, .blockDevice, .symbolicLink:
+            throw TransportError(.wrongKindOfFile, "\(name) is \(kind), which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)")
+        default:
+            if descriptor.isNullDevice {
+                throw TransportError(.wrongKindOfFile, "\(name) is /dev/null, which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)")
+            }
+        }
+    }
+}
