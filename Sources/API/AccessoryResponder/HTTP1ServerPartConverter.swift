@@ -1,0 +1,96 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+
+/// Converts NIO's HTTP/1 request parts to swift-http-types parts and back for responses.
+///
+/// It replaces `HTTP1ToHTTPServerCodec` for two reasons: that codec parses every request
+/// target with `URLComponents` (costly at tens of thousands of requests a second, and only
+/// needed for the rare absolute form), and it drops the HTTP version, so an HTTP/1.0 request
+/// could not be told to close. Here an HTTP/1.0 request without `Connection: keep-alive` gets
+/// `Connection: close` added, so the responder closes after answering it.
+final class HTTP1ServerPartConverter: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Set after a head could not be converted: the rest of that request is dropped, because the
+    /// stream is already failed and the link will close.
+    private var discarding = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch Self.unwrapInboundIn(data) {
+        case .head(let head):
+            do {
+                let request = try Self.convert(head)
+                self.discarding = false
+                context.fireChannelRead(Self.wrapInboundOut(.head(request)))
+            } catch {
+                self.discarding = true
+                context.fireErrorCaught(error)
+            }
+        case .body(let body):
+            guard !self.discarding else { return }
+            context.fireChannelRead(Self.wrapInboundOut(.body(body)))
+        case .end(let trailers):
+            guard !self.discarding else { return }
+            let fields = trailers.map { HTTPFields($0, splitCookie: false) }
+            context.fireChannelRead(Self.wrapInboundOut(.end(fields)))
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch Self.unwrapOutboundIn(data) {
+        case .head(let response):
+            context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(response))), promise: promise)
+        case .body(let body):
+            context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: promise)
+        case .end(let trailers):
+            context.write(Self.wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: promise)
+        }
+    }
+
+    static func convert(_ head: HTTPRequestHead) throws -> HTTPRequest {
+        let method: HTTPRequest.Method
+        do {
+            method = try HTTPRequest.Method(head.method)
+        } catch {
+            throw ResponderError(.malformedRequest, "the request method \(head.method) is not valid")
+        }
+        guard head.version.major == 1 else {
+            throw ResponderError(.malformedRequest, "HTTP/\(head.version.major).\(head.version.minor) is not supported")
+        }
+        let hosts = head.headers["host"]
+        guard hosts.count <= 1 else {
+            throw ResponderError(.malformedRequest, "the request has more than one Host header")
+        }
+        guard let path = Self.path(fromRequestTarget: head.uri) else {
+            throw ResponderError(.malformedRequest, "the request target is not valid")
+        }
+        var fields = HTTPFields(head.headers, splitCookie: false)
+        if head.version.minor == 0 && !head.isKeepAlive {
+            fields[.connection] = "close"
+        }
+        return HTTPRequest(method: method, scheme: "http", authority: hosts.first, path: path, headerFields: fields)
+    }
+
+    /// The origin-form path of a request target (RFC 9112 §3.2): origin form and `*` as they
+    /// are, the path and query of an absolute form.
+    static func path(fromRequestTarget target: String) -> String? {
+        let utf8 = target.utf8
+        guard let first = utf8.first else { return nil }
+        if first == UInt8(ascii: "/") || target == "*" { return target }
+        // Absolute form: scheme "://" authority [path-abempty] ["?" query]
+        guard let colon = target.firstIndex(of: ":"), target[colon...].hasPrefix("://") else { return nil }
+        let afterAuthority = target[target.index(colon, offsetBy: 3)...]
+        guard let pathStart = afterAuthority.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
+        let rest = afterAuthority[pathStart...]
+        return rest.first == "?" ? "/" + rest : String(rest)
+    }
+}
+
+@available(*, unavailable)
+extension HTTP1ServerPartConverter: Sendable {}

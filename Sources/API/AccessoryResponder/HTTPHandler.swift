@@ -1,0 +1,6 @@
+/// Answers one request. The responder calls it once per request, in order, one at a time per link.
+///
+/// Throwing before the response is returned yields `500 Internal Server Error`; throwing from a
+/// streamed body after the head was sent closes the link, because the response cannot be
+/// completed honestly.
+public typealias HTTPHandler = @Sendable (ResponderRequest) async throws -> ResponderResponse

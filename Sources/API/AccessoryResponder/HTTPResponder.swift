@@ -1,0 +1,153 @@
+import AccessoryTransport
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Serves HTTP/1.1 on byte stream pairs: the accessory side of a link.
+///
+/// Each link carries one exchange at a time, in order, kept alive across requests. Request and
+/// response bodies stream with back-pressure. Malformed or oversized requests are answered
+/// with `400`/`431` and the link is closed, because its bytes can no longer be trusted to be
+/// in step.
+public struct HTTPResponder: Sendable {
+    private let configuration: ResponderConfiguration
+    private let handler: HTTPHandler
+    private let logger = Logger(label: "accessory-http.responder")
+
+    /// Creates a responder that answers every request with `handler`.
+    public init(configuration: ResponderConfiguration = .init(), handler: @escaping HTTPHandler) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    /// Serves one byte stream pair until the peer closes it (or the task is cancelled).
+    ///
+    /// - Parameters:
+    ///   - descriptor: a socket, pipe or tty that carries both directions (a socketpair end, for
+    ///     instance). The responder takes ownership and closes it when done, also when it throws.
+    ///   - eventLoop: the NIO (`NIOPosix`) event loop that drives the link.
+    /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the descriptor
+    ///   cannot be served (a regular file, say). Once serving, it returns normally however the
+    ///   link ends.
+    public func serve(descriptor: CInt, on eventLoop: any EventLoop) async throws {
+        // NIO refuses regular files but then leaves the descriptor with us; check first so that
+        // every failure after this point is one where NIO owns (and closes) the descriptor.
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            throw ResponderError(.setupFailed, "descriptor \(descriptor) is not open: \(String(cString: strerror(errno)))")
+        }
+        guard (info.st_mode & S_IFMT) != S_IFREG else {
+            _ = close(descriptor)
+            throw ResponderError(.setupFailed, "descriptor \(descriptor) is a regular file, not a byte stream")
+        }
+        let configuration = self.configuration
+        let channel: ResponderPipeline.LinkChannel
+        do {
+            channel = try await NIOPipeBootstrap(group: eventLoop)
+                .channelOption(.allowRemoteHalfClosure, value: true)
+                .takingOwnershipOfDescriptor(inputOutput: descriptor) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try ResponderPipeline.configure(channel, configuration: configuration)
+                    }
+                }
+        } catch {
+            throw ResponderError(.setupFailed, "could not serve descriptor \(descriptor): \(error)")
+        }
+        await self.session(channel).run()
+    }
+
+    /// Opens `transport` once and serves that link until the peer closes it (or the task is
+    /// cancelled).
+    ///
+    /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the transport cannot
+    ///   be opened; the transport's own error is part of the message.
+    public func serve(transport: any ByteStreamTransport, on eventLoop: any EventLoop) async throws {
+        let configuration = self.configuration
+        let configured = ConfiguredLink()
+        let opened: OpenedByteStream
+        do {
+            opened = try await transport.open(on: eventLoop) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    configured.store(try ResponderPipeline.configure(channel, configuration: configuration))
+                }
+            }
+        } catch {
+            configured.take()?.channel.close(promise: nil)
+            throw ResponderError(.setupFailed, "could not open \(transport): \(error)")
+        }
+        guard let channel = configured.take() else {
+            opened.channel.close(promise: nil)
+            throw ResponderError(.setupFailed, "\(transport) opened a channel without running the responder's set-up")
+        }
+        await self.session(channel).run()
+    }
+
+    /// Listens on a unix socket at `path` and serves every connection (each is a link) until the
+    /// task is cancelled. A stale socket file at `path` is removed first; the socket file is
+    /// removed again when serving ends.
+    ///
+    /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the socket cannot be
+    ///   bound.
+    public func serveUnixSocket(path: String, group: any EventLoopGroup) async throws {
+        let configuration = self.configuration
+        let server: NIOAsyncChannel<ResponderPipeline.LinkChannel, Never>
+        do {
+            server = try await ServerBootstrap(group: group)
+                .childChannelOption(.allowRemoteHalfClosure, value: true)
+                .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try ResponderPipeline.configure(channel, configuration: configuration)
+                    }
+                }
+        } catch {
+            throw ResponderError(.setupFailed, "could not listen on unix socket \(path): \(error)")
+        }
+        defer { _ = unlink(path) }
+        do {
+            try await server.executeThenClose { connections in
+                await withDiscardingTaskGroup { group in
+                    do {
+                        for try await link in connections {
+                            group.addTask { await self.session(link).run() }
+                        }
+                    } catch {
+                        self.logger.debug("unix socket listener ended", metadata: ["error": "\(error)"])
+                    }
+                    // Cancelled or the listener closed: stop the links still being served.
+                    group.cancelAll()
+                }
+            }
+        } catch {
+            self.logger.debug("unix socket listener closed with error", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func session(_ channel: ResponderPipeline.LinkChannel) -> LinkSession {
+        LinkSession(channel: channel, configuration: self.configuration, handler: self.handler, logger: self.logger)
+    }
+}
+
+/// Carries the async channel built inside a transport's `configure` closure out to the caller.
+private final class ConfiguredLink: Sendable {
+    private let channel = Mutex<ResponderPipeline.LinkChannel?>(nil)
+
+    func store(_ channel: ResponderPipeline.LinkChannel) {
+        self.channel.withLock { $0 = channel }
+    }
+
+    func take() -> ResponderPipeline.LinkChannel? {
+        self.channel.withLock { value in
+            defer { value = nil }
+            return value
+        }
+    }
+}

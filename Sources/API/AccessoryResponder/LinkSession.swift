@@ -1,0 +1,143 @@
+import HTTPTypes
+import Logging
+import NIOCore
+import NIOHTTPTypes
+
+/// Serves one link: reads requests in order, calls the handler, writes each response, and keeps
+/// the stream in step (draining unread bodies) or closes it when it cannot.
+struct LinkSession: Sendable {
+    /// The most unread request body drained to keep a link alive; a larger one closes the link.
+    static let maxDrainBytes = 1 << 20
+
+    let channel: ResponderPipeline.LinkChannel
+    let configuration: ResponderConfiguration
+    let handler: HTTPHandler
+    let logger: Logger
+
+    /// Runs until the peer closes the link, a protocol error closes it, or the task is cancelled.
+    func run() async {
+        do {
+            try await self.channel.executeThenClose { inbound, outbound in
+                let link = LinkInbound(iterator: inbound.makeAsyncIterator(), outbound: outbound)
+                let emitter = ResponseEmitter(outbound: outbound, serverName: self.configuration.serverName)
+                await self.serveRequests(link: link, emitter: emitter)
+            }
+        } catch {
+            self.logger.debug("link closed with error", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func serveRequests(link: LinkInbound, emitter: ResponseEmitter) async {
+        while true {
+            let part: HTTPRequestPart?
+            do {
+                part = try await self.nextHead(link)
+            } catch let error as ResponderError {
+                if error.code == .malformedRequest || error.code == .headersTooLarge {
+                    await self.refuse(error, emitter: emitter)
+                }
+                return
+            } catch {
+                return
+            }
+            guard let part else { return }  // the peer closed the link between requests
+            guard case .head(let head) = part else {
+                await self.refuse(ResponderError(.malformedRequest, "request data arrived before a request head"), emitter: emitter)
+                return
+            }
+            guard await self.serveExchange(head: head, link: link, emitter: emitter) else { return }
+        }
+    }
+
+    /// Serves one request; returns whether the link stays open.
+    private func serveExchange(head: HTTPRequest, link: LinkInbound, emitter: ResponseEmitter) async -> Bool {
+        let framing = RequestFraming(head)
+        let generation = link.beginExchange(expectsContinue: framing.expectsContinue)
+        let request = ResponderRequest(
+            head: head,
+            body: RequestBody(link: link, generation: generation, declaredLength: framing.hasBody ? framing.contentLength : 0)
+        )
+
+        var response: ResponderResponse
+        do {
+            response = try await self.handler(request)
+        } catch {
+            if let failure = link.failure(generation: generation),
+                failure.code == .malformedRequest || failure.code == .headersTooLarge
+            {
+                await self.refuse(failure, emitter: emitter)
+                return false
+            }
+            self.logger.debug("handler failed", metadata: ["error": "\(error)", "path": "\(head.path ?? "")"])
+            response = Self.internalServerError
+        }
+
+        var keepAlive = !framing.wantsClose && !response.head.headerFields.containsToken("close", in: .connection)
+        switch link.responseStarting(generation: generation) {
+        case .finished:
+            break
+        case .unread(let continuePending):
+            // Unanswered 100-continue: the client may or may not send the body, so the stream can
+            // only be put back in step by closing it. A large declared body is not worth draining.
+            if continuePending || (framing.contentLength ?? 0) > Self.maxDrainBytes { keepAlive = false }
+        case .failed:
+            keepAlive = false
+        case .inUse:
+            // The handler returned while another task still reads its body: nothing honest can
+            // be sent any more.
+            return false
+        }
+
+        var outcome = await emitter.emit(response, requestMethod: head.method, keepAlive: keepAlive)
+        if case .failedBeforeHead = outcome {
+            outcome = await emitter.emit(Self.internalServerError, requestMethod: head.method, keepAlive: keepAlive)
+        }
+        guard case .completed = outcome, keepAlive else { return false }
+
+        switch link.endExchange(generation: generation) {
+        case .finished:
+            return true
+        case .unread(let continuePending):
+            if continuePending { return false }
+            return await link.drainBody(limit: Self.maxDrainBytes)
+        case .failed, .inUse:
+            return false
+        }
+    }
+
+    /// Waits for the next request head, closing the link if it stays idle too long.
+    private func nextHead(_ link: LinkInbound) async throws -> HTTPRequestPart? {
+        guard let idleTimeout = self.configuration.idleTimeout else {
+            return try await link.nextPartForLink()
+        }
+        let channel = self.channel.channel
+        let (seconds, attoseconds) = idleTimeout.components
+        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let amount: TimeAmount =
+            nanoseconds.overflow ? .hours(24 * 365) : .nanoseconds(nanoseconds.partialValue + attoseconds / 1_000_000_000)
+        let timer = channel.eventLoop.scheduleTask(in: amount) {
+            channel.close(promise: nil)
+        }
+        defer { timer.cancel() }
+        return try await link.nextPartForLink()
+    }
+
+    /// Answers a request that cannot be parsed, then the link closes.
+    private func refuse(_ error: ResponderError, emitter: ResponseEmitter) async {
+        let status: HTTPResponse.Status = error.code == .headersTooLarge ? .requestHeaderFieldsTooLarge : .badRequest
+        var fields = HTTPFields()
+        fields[.contentType] = "text/plain; charset=utf-8"
+        let body = ByteBuffer(string: "\(status.code) \(status.reasonPhrase): \(error.message)\n")
+        let response = ResponderResponse(head: HTTPResponse(status: status, headerFields: fields), body: .bytes(body))
+        _ = await emitter.emit(response, requestMethod: .get, keepAlive: false)
+    }
+
+    private static var internalServerError: ResponderResponse {
+        var fields = HTTPFields()
+        fields[.contentType] = "text/plain; charset=utf-8"
+        return ResponderResponse(
+            head: HTTPResponse(status: .internalServerError, headerFields: fields),
+            body: .bytes(ByteBuffer(string: "500 Internal Server Error\n"))
+        )
+    }
+}

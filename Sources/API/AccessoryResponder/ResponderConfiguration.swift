@@ -1,0 +1,29 @@
+/// Limits and defaults for an ``HTTPResponder``.
+///
+/// The limits exist because a link to an accessory is often a single, precious byte stream
+/// (a USB bulk pair, a serial line): one client that sends an endless header must not be able
+/// to wedge it, so oversized input is refused early and the link is closed.
+public struct ResponderConfiguration: Sendable {
+    /// The largest request head (request line plus all header fields) accepted, in bytes.
+    ///
+    /// A larger head is answered with `431 Request Header Fields Too Large` and the link is closed.
+    /// It also bounds any single header field.
+    public var maxHeaderBlockSize: Int = 64 * 1024
+
+    /// The largest number of header fields (including trailers) accepted in one request.
+    ///
+    /// More fields are answered with `431 Request Header Fields Too Large` and the link is closed.
+    public var maxHeaderCount: Int = 128
+
+    /// How long a link may stay idle between requests before the responder closes it.
+    ///
+    /// `nil` keeps idle links open for ever. The timer only runs while the responder waits for
+    /// the next request head, never while a handler is working.
+    public var idleTimeout: Duration? = nil
+
+    /// The value of the `Server` header added to responses that do not set one; `nil` adds none.
+    public var serverName: String? = "accessory-http"
+
+    /// Creates the default configuration.
+    public init() {}
+}

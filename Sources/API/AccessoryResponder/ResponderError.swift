@@ -1,0 +1,41 @@
+/// The one public error type of the responder: a stable ``Code`` for programs and a readable
+/// message for people.
+public struct ResponderError: Error, Sendable, CustomStringConvertible, Hashable {
+    /// A stable, machine-readable identifier. New codes may be added; existing ones never change.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { self.rawValue }
+
+        /// The request could not be parsed as HTTP/1.1.
+        public static let malformedRequest = Code(rawValue: "malformed-request")
+        /// The request head exceeded ``ResponderConfiguration/maxHeaderBlockSize`` or
+        /// ``ResponderConfiguration/maxHeaderCount``.
+        public static let headersTooLarge = Code(rawValue: "headers-too-large")
+        /// ``RequestBody/collect(upTo:)`` met a body larger than its limit.
+        public static let bodyTooLarge = Code(rawValue: "body-too-large")
+        /// The request body was read after its exchange ended, or from two tasks at once.
+        public static let bodyUnavailable = Code(rawValue: "body-unavailable")
+        /// The peer closed the link before the request body ended.
+        public static let connectionClosed = Code(rawValue: "connection-closed")
+        /// A streamed response body did not match the length it declared.
+        public static let responseLengthMismatch = Code(rawValue: "response-length-mismatch")
+        /// A ``ResponseBodyWriter`` was used after its response ended.
+        public static let responseFinished = Code(rawValue: "response-finished")
+        /// The responder could not attach to the descriptor, transport or socket path.
+        public static let setupFailed = Code(rawValue: "setup-failed")
+    }
+
+    /// What went wrong, for programs.
+    public let code: Code
+    /// What went wrong, for people.
+    public let message: String
+
+    /// Creates an error with a code and a readable message.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(self.message) [\(self.code)]" }
+}

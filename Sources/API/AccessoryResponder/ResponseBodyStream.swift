@@ -1,0 +1,85 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTPTypes
+import Synchronization
+
+/// The state behind a ``ResponseBodyWriter``: the head still to send, the bytes counted so far,
+/// and whether the response ended.
+///
+/// The head is held back until the first body write so that head and first chunk leave in one
+/// flush.
+final class ResponseBodyStream: Sendable {
+    private struct State: Sendable {
+        var pendingHead: HTTPResponse?
+        var written: Int = 0
+        var finished = false
+    }
+
+    private let outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>
+    private let declaredLength: Int?
+    private let state: Mutex<State>
+
+    init(outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>, head: HTTPResponse, declaredLength: Int?) {
+        self.outbound = outbound
+        self.declaredLength = declaredLength
+        self.state = Mutex(State(pendingHead: head))
+    }
+
+    /// Whether the head has left (so an error can no longer become a `500`).
+    var headWasSent: Bool {
+        self.state.withLock { $0.pendingHead == nil }
+    }
+
+    func write(_ buffer: ByteBuffer) async throws {
+        let count = buffer.readableBytes
+        let head = try self.state.withLock { state throws(ResponderError) -> HTTPResponse? in
+            guard !state.finished else {
+                throw ResponderError(.responseFinished, "the response body was written after the response ended")
+            }
+            if let declared = self.declaredLength, state.written + count > declared {
+                throw ResponderError(
+                    .responseLengthMismatch,
+                    "the response body exceeds its declared length of \(declared) bytes"
+                )
+            }
+            // An empty chunk would read as the chunked terminator, so it is never sent.
+            guard count > 0 else { return nil }
+            state.written += count
+            defer { state.pendingHead = nil }
+            return state.pendingHead
+        }
+        guard count > 0 else { return }
+        if let head {
+            try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .body(buffer)))
+        } else {
+            try await self.outbound.write(.body(buffer))
+        }
+    }
+
+    /// Ends the body: checks the declared length and sends the end (and the head, if no body
+    /// byte was written).
+    func finish() async throws {
+        let head = try self.state.withLock { state throws(ResponderError) -> HTTPResponse? in
+            guard !state.finished else { return nil }
+            if let declared = self.declaredLength, state.written != declared {
+                throw ResponderError(
+                    .responseLengthMismatch,
+                    "the response body has \(state.written) bytes but declared \(declared)"
+                )
+            }
+            state.finished = true
+            defer { state.pendingHead = nil }
+            return state.pendingHead
+        }
+        if let head {
+            try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+        } else {
+            try await self.outbound.write(.end(nil))
+        }
+    }
+
+    /// Stops further writes (after the producer failed).
+    func close() {
+        self.state.withLock { $0.finished = true }
+    }
+}

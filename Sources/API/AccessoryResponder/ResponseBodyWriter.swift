@@ -1,0 +1,18 @@
+import NIOCore
+
+/// Writes a streamed response body (see ``ResponderResponse/Body/stream(length:_:)``).
+///
+/// Each write suspends while the link cannot take more bytes, so a fast producer never piles up
+/// memory in front of a slow link.
+public struct ResponseBodyWriter: Sendable {
+    let stream: ResponseBodyStream
+
+    /// Writes the next part of the body. Empty buffers are ignored.
+    ///
+    /// - Throws: ``ResponderError`` when the body would exceed its declared length
+    ///   (``ResponderError/Code/responseLengthMismatch``), when the response has already ended
+    ///   (``ResponderError/Code/responseFinished``), or when the link failed.
+    public func write(_ buffer: ByteBuffer) async throws {
+        try await self.stream.write(buffer)
+    }
+}

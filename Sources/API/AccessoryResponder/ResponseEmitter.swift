@@ -1,0 +1,82 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTPTypes
+
+/// Writes one response onto a link: adds the framing and `Server`/`Connection` headers, leaves
+/// the body out where HTTP forbids one, and streams bodies with back-pressure.
+struct ResponseEmitter: Sendable {
+    /// How the write ended.
+    enum Outcome: Sendable {
+        /// The whole response went out; the link is still in step.
+        case completed
+        /// The body producer failed before the head left: a different response may still be sent.
+        case failedBeforeHead
+        /// The response was cut off; the link must close.
+        case broken
+    }
+
+    let outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>
+    let serverName: String?
+
+    func emit(_ response: ResponderResponse, requestMethod: HTTPRequest.Method, keepAlive: Bool) async -> Outcome {
+        var head = response.head
+        if let serverName = self.serverName, head.headerFields[.server] == nil {
+            head.headerFields[.server] = serverName
+        }
+        if !keepAlive {
+            head.headerFields[.connection] = "close"
+        }
+        let code = head.status.code
+        let statusForbidsBody = (100..<200).contains(code) || code == 204 || code == 304
+        let sendsBody = !statusForbidsBody && requestMethod != .head
+
+        do {
+            switch response.body {
+            case .empty:
+                if !statusForbidsBody && (requestMethod != .head || head.headerFields[.contentLength] == nil) {
+                    Self.setLength(0, in: &head)
+                }
+                try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+            case .bytes(let buffer):
+                if !statusForbidsBody {
+                    Self.setLength(buffer.readableBytes, in: &head)
+                }
+                if sendsBody && buffer.readableBytes > 0 {
+                    try await self.outbound.write(contentsOf: CollectionOfThree(.head(head), .body(buffer), .end(nil)))
+                } else {
+                    try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+                }
+            case .stream(let length, let produce):
+                let length = length.flatMap { $0 >= 0 ? $0 : nil }
+                if !statusForbidsBody {
+                    if let length {
+                        Self.setLength(length, in: &head)
+                    } else {
+                        // No length: the encoder frames the body as chunked.
+                        head.headerFields[.contentLength] = nil
+                    }
+                }
+                guard sendsBody else {
+                    try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+                    return .completed
+                }
+                let stream = ResponseBodyStream(outbound: self.outbound, head: head, declaredLength: length)
+                do {
+                    try await produce(ResponseBodyWriter(stream: stream))
+                    try await stream.finish()
+                } catch {
+                    stream.close()
+                    return stream.headWasSent ? .broken : .failedBeforeHead
+                }
+            }
+            return .completed
+        } catch {
+            return .broken
+        }
+    }
+
+    private static func setLength(_ length: Int, in head: inout HTTPResponse) {
+        head.headerFields[.contentLength] = String(length)
+        head.headerFields[.transferEncoding] = nil
+    }
+}

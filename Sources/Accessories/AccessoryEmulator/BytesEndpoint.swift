@@ -1,0 +1,31 @@
+import AccessoryResponder
+import HTTPTypes
+import NIOCore
+
+/// `/bytes/N` (with `Content-Length`) and `/stream/N` (chunked): N bytes of the pattern of
+/// ``EmulatedAccessory/patternByte(at:)``, generated block by block while they are sent, so even
+/// gigabytes never sit in memory.
+enum BytesEndpoint {
+    /// The largest N accepted.
+    static let maxCount = 8 << 30
+
+    static func respond(count text: String, chunked: Bool) -> ResponderResponse {
+        guard let count = Int(text), count >= 0, count <= Self.maxCount else {
+            return EmulatorResponses.error(.badRequest, "the byte count must be an integer from 0 to \(Self.maxCount)")
+        }
+        let blockSize = EmulatedAccessory.patternBlockSize
+        return ResponderResponse(
+            status: .ok,
+            headerFields: [.contentType: "application/octet-stream"],
+            body: .stream(length: chunked ? nil : count) { writer in
+                var offset = 0
+                while offset < count {
+                    try Task.checkCancellation()
+                    let size = min(blockSize, count - offset)
+                    try await writer.write(EmulatedAccessory.patternBuffer(offset: offset, count: size))
+                    offset += size
+                }
+            }
+        )
+    }
+}

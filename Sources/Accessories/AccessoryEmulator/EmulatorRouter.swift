@@ -1,0 +1,60 @@
+import AccessoryResponder
+import HTTPTypes
+
+/// Dispatches a request to the endpoint its path names, checking the method first.
+struct EmulatorRouter: Sendable {
+    let identity: EmulatedAccessory.Identity
+    let startTime: ContinuousClock.Instant
+
+    private static let readOnly: [HTTPRequest.Method] = [.get, .head]
+
+    func respond(to request: ResponderRequest) async throws -> ResponderResponse {
+        let target = request.head.path ?? "/"
+        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? "/"
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let method = request.head.method
+        guard let first = segments.first else { return EmulatorResponses.notFound(path) }
+
+        func allow(_ methods: [HTTPRequest.Method]) -> ResponderResponse? {
+            methods.contains(method) ? nil : EmulatorResponses.methodNotAllowed(methods)
+        }
+
+        switch (first, segments.count) {
+        case ("status", 1):
+            return allow(Self.readOnly) ?? StatusEndpoint.respond(identity: self.identity, startTime: self.startTime)
+        case ("echo", 1):
+            return try await EchoEndpoint.respond(to: request)
+        case ("bytes", 2):
+            return allow(Self.readOnly) ?? BytesEndpoint.respond(count: segments[1], chunked: false)
+        case ("stream", 2):
+            return allow(Self.readOnly) ?? BytesEndpoint.respond(count: segments[1], chunked: true)
+        case ("redirect", 2):
+            return RedirectEndpoint.relative(count: segments[1])
+        case ("absolute-redirect", 2):
+            return RedirectEndpoint.absolute(count: segments[1], host: request.head.authority)
+        case ("redirect-to", 1):
+            return RedirectEndpoint.redirectTo(target: target)
+        case ("basic-auth", 3):
+            return allow(Self.readOnly)
+                ?? BasicAuthEndpoint.respond(to: request.head, user: segments[1], password: segments[2])
+        case ("digest-auth", 4), ("digest-auth", 5):
+            return allow(Self.readOnly)
+                ?? DigestAuthEndpoint.respond(
+                    to: request.head,
+                    qop: segments[1],
+                    user: segments[2],
+                    password: segments[3],
+                    algorithm: segments.count == 5 ? segments[4] : "MD5"
+                )
+        case ("delay", 2):
+            return try await DelayEndpoint.respond(seconds: segments[1])
+        case ("etag", 1):
+            return allow(Self.readOnly) ?? ETagEndpoint.respond(to: request.head)
+        case ("upload", 1):
+            if let refusal = allow([.post, .put]) { return refusal }
+            return try await UploadEndpoint.respond(to: request)
+        default:
+            return EmulatorResponses.notFound(path)
+        }
+    }
+}
