@@ -45,8 +45,8 @@ public struct AccessoryClientError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { self.message }
 
-    /// Wraps any error thrown below the client into this type.
-    static func wrapping(_ error: any Error) -> AccessoryClientError {
+    /// Wraps any error thrown below the client (link, transport, cancellation) into this type.
+    public static func wrapping(_ error: any Error) -> AccessoryClientError {
         if let error = error as? AccessoryClientError { return error }
         if let error = error as? HTTPLinkError {
             let code: Code

@@ -3,6 +3,7 @@ import AccessoryEmulator
 import AccessoryResponder
 import AccessoryTransport
 import ArgumentParser
+import AccessoryHTTP1
 import HTTPTypes
 import NIOCore
 import NIOPosix
@@ -53,6 +54,15 @@ func runReportingErrors(_ body: @escaping @Sendable () async throws -> Void) asy
         }
         StandardError.write("accessory-http: \(error.message)\n")
         throw ExitStatus(for: error).exitCode
+    } catch let error as TransportError {
+        StandardError.write("accessory-http: \(error.message)\n")
+        throw (error.code == .invalidDeviceSpec ? ExitStatus.usage : ExitStatus.transport).exitCode
+    } catch let error as ResponderError {
+        StandardError.write("accessory-http: \(error.message)\n")
+        throw (error.code == .setupFailed ? ExitStatus.transport : ExitStatus.failure).exitCode
+    } catch {
+        StandardError.write("accessory-http: \(error)\n")
+        throw ExitStatus.failure.exitCode
     }
 }
 

@@ -65,7 +65,9 @@ struct RequestRunner {
 
     private func download(_ client: AccessoryClient, _ request: AccessoryRequest, to path: String, progressBar: Bool) async throws -> HTTPResponse.Status {
         let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
-        let head = try await client.download(request, to: path, progress: bar.map { bar in { bar.update($0) } })
+        var progress: (@Sendable (TransferProgress) -> Void)? = nil
+        if let bar { progress = { bar.update($0) } }
+        let head = try await client.download(request, to: path, progress: progress)
         bar?.finish()
         if self.options.include { StandardOutput.write(Self.render(head)) }
         return head.status

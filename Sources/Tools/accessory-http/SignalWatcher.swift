@@ -6,7 +6,7 @@ import Glibc
 
 /// Turns the first SIGINT or SIGTERM into a cancellation (so serial lines get their settings
 /// back and child processes are reaped); a second one exits at once.
-final class SignalWatcher: Sendable {
+final class SignalWatcher {
     private let sources: [any DispatchSourceSignal]
 
     init(_ onSignal: @escaping @Sendable () -> Void) {
