@@ -42,7 +42,9 @@ extension AccessoryClient {
             try? handle.close()
             if !completed && !writesDirectly { _ = unlink(temporaryPath) }
         }
-        let head = try await self.execute(request) { response in
+        let head: HTTPResponse
+        do {
+            head = try await self.execute(request) { response in
             let total = response.head.headerFields[.contentLength].flatMap { Int64($0) }
             var written: Int64 = 0
             progress?(TransferProgress(bytesTransferred: 0, totalBytes: total))
@@ -56,6 +58,9 @@ extension AccessoryClient {
                 progress?(TransferProgress(bytesTransferred: written, totalBytes: total))
             }
             return response.head
+            }
+        } catch {
+            throw AccessoryClientError.wrapping(error)
         }
         if !writesDirectly {
             guard rename(temporaryPath, path) == 0 else {

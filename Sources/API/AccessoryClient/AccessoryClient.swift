@@ -54,15 +54,26 @@ public final class AccessoryClient: Sendable {
 
     /// Sends `request` and hands the final response to `handle`, which may stream its body.
     /// When `handle` returns, any unread body is drained so the link stays in step.
+    ///
+    /// - Throws: what `handle` throws, unchanged; every other failure as ``AccessoryClientError``
+    ///   (cancellation as code `.cancelled`, wherever it struck).
     public func execute<Result: Sendable>(
         _ request: AccessoryRequest,
         _ handle: (AccessoryResponse) async throws -> Result
-    ) async throws(AccessoryClientError) -> Result {
+    ) async throws -> Result {
         do {
             return try await self.run(request, handle)
+        } catch let error as HandlerError {
+            if error.underlying is CancellationError { throw AccessoryClientError.wrapping(error.underlying) }
+            throw error.underlying
         } catch {
             throw AccessoryClientError.wrapping(error)
         }
+    }
+
+    /// Marks an error thrown by the caller's handler, so it is rethrown as it was.
+    private struct HandlerError: Error {
+        let underlying: any Error
     }
 
     /// Sends `request` and collects the whole response body (at most `maxBodySize` bytes).
@@ -70,8 +81,12 @@ public final class AccessoryClient: Sendable {
         _ request: AccessoryRequest,
         maxBodySize: Int = 64 * 1024 * 1024
     ) async throws(AccessoryClientError) -> (HTTPResponse, ByteBuffer) {
-        try await self.execute(request) { response in
-            (response.head, try await response.body.collect(upTo: maxBodySize))
+        do {
+            return try await self.run(request) { response in
+                (response.head, try await response.body.collect(upTo: maxBodySize))
+            }
+        } catch {
+            throw AccessoryClientError.wrapping(error)
         }
     }
 
@@ -112,15 +127,21 @@ public final class AccessoryClient: Sendable {
                 case .fail(let failure):
                     throw AccessoryClientError(.redirectFailed, failure.description)
                 case .done:
-                    let result = try await handle(
-                        AccessoryResponse(
-                            head: response.head,
-                            body: response.body,
-                            path: authorized.path ?? "/",
-                            redirectCount: redirects.redirectCount
-                        )
+                    let final = AccessoryResponse(
+                        head: response.head,
+                        body: response.body,
+                        path: authorized.path ?? "/",
+                        redirectCount: redirects.redirectCount
                     )
-                    return .final(result)
+                    do {
+                        return .final(try await handle(final))
+                    } catch let error as AccessoryClientError {
+                        throw error
+                    } catch let error as HTTPLinkError {
+                        throw error  // the body stream's own failure (idle timeout, link closed…)
+                    } catch {
+                        throw HandlerError(underlying: error)
+                    }
                 }
             }
             switch step {
