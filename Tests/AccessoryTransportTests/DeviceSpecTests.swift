@@ -70,6 +70,7 @@ import Testing
         ("serial:/dev/ttyACM0?baud", "key=value"),
         ("serial:/dev/ttyACM0?baud=9600&", "key=value"),
         ("serial:/dev/ttyACM0?data=9", "data=9"),
+        ("serial:/dev/ttyACM0?data=+8", "data=+8"),
         ("serial:/dev/ttyACM0?parity=mark", "parity=mark"),
         ("serial:/dev/ttyACM0?stop=3", "stop=3"),
         ("serial:/dev/ttyACM0?flow=xonxoff", "flow=xonxoff"),
@@ -83,6 +84,7 @@ import Testing
         ("usb:1209:0001?port=1-", "port=1-"),
         ("usb:1209:0001?interface=256", "interface=256"),
         ("usb:1209:0001?interface=-1", "interface=-1"),
+        ("usb:1209:0001?interface=+1", "interface=+1"),
         ("usb:1209:0001?baud=9600", "unknown option \"baud\""),
     ]
 
