@@ -50,12 +50,12 @@ struct DeviceSpecParser {
         for (key, value) in options {
             switch key {
             case "baud":
-                guard let baud = Int(value), baud > 0, value.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                guard let baud = Self.decimal(value), baud > 0 else {
                     throw self.invalid("baud=\(value) is not a positive whole number of bits per second")
                 }
                 settings.baudRate = baud
             case "data":
-                guard let bits = Int(value).flatMap(SerialSettings.DataBits.init(rawValue:)) else {
+                guard let bits = Self.decimal(value).flatMap(SerialSettings.DataBits.init(rawValue:)) else {
                     throw self.invalid("data=\(value) must be 5, 6, 7 or 8")
                 }
                 settings.dataBits = bits
@@ -65,7 +65,7 @@ struct DeviceSpecParser {
                 }
                 settings.parity = parity
             case "stop":
-                guard let stop = Int(value).flatMap(SerialSettings.StopBits.init(rawValue:)) else {
+                guard let stop = Self.decimal(value).flatMap(SerialSettings.StopBits.init(rawValue:)) else {
                     throw self.invalid("stop=\(value) must be 1 or 2")
                 }
                 settings.stopBits = stop
@@ -100,7 +100,7 @@ struct DeviceSpecParser {
                 }
                 selector.portPath = value
             default:  // "interface"
-                guard let number = Int(value), (0...255).contains(number), value.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                guard let number = Self.decimal(value), (0...255).contains(number) else {
                     throw self.invalid("interface=\(value) must be an interface number from 0 to 255")
                 }
                 selector.interfaceNumber = number
@@ -145,6 +145,12 @@ struct DeviceSpecParser {
             options.append((key, value))
         }
         return (head, options)
+    }
+
+    /// Digits only: `Int(_:)` alone would also take "+8" and "-1".
+    private static func decimal(_ text: String) -> Int? {
+        guard text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int(text)
     }
 
     private func rejectNUL(_ text: String) throws(TransportError) {

@@ -15,7 +15,19 @@ public struct StdioTransport: ByteStreamTransport {
     /// Whether a stdio stream is open in this process; two would steal each other's bytes.
     private static let inUse = Mutex(false)
 
-    public init() {}
+    /// Standard input and output, except in tests.
+    let input: FileDescriptor
+    let output: FileDescriptor
+
+    public init() {
+        self.init(input: .standardInput, output: .standardOutput)
+    }
+
+    /// Tests substitute pipes and files for descriptors 0 and 1.
+    init(input: FileDescriptor, output: FileDescriptor) {
+        self.input = input
+        self.output = output
+    }
 
     public var description: String { "stdio" }
 
@@ -26,24 +38,25 @@ public struct StdioTransport: ByteStreamTransport {
         on eventLoop: any EventLoop,
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> OpenedByteStream {
-        try self.checkUsable(.standardInput, name: "stdin")
-        try self.checkUsable(.standardOutput, name: "stdout")
+        let (standardInput, standardOutput) = (self.input, self.output)
+        try self.checkUsable(standardInput, name: "stdin")
+        try self.checkUsable(standardOutput, name: "stdout")
         guard Self.inUse.withLock({ inUse in defer { inUse = true }; return !inUse }) else {
             throw TransportError(.deviceBusy, "stdio is already in use by another stream of this process")
         }
-        let savedFlags = (input: try? FileDescriptor.standardInput.statusFlags(), output: try? FileDescriptor.standardOutput.statusFlags())
+        let savedFlags = (input: try? standardInput.statusFlags(), output: try? standardOutput.statusFlags())
         let restore: @Sendable () -> Void = {
-            if let flags = savedFlags.input { try? FileDescriptor.standardInput.setStatusFlags(flags) }
-            if let flags = savedFlags.output { try? FileDescriptor.standardOutput.setStatusFlags(flags) }
+            if let flags = savedFlags.input { try? standardInput.setStatusFlags(flags) }
+            if let flags = savedFlags.output { try? standardOutput.setStatusFlags(flags) }
             Self.inUse.withLock { $0 = false }
         }
 
         let input: FileDescriptor
         let output: FileDescriptor
         do {
-            input = try FileDescriptor.standardInput.duplicate()
+            input = try standardInput.duplicate()
             do {
-                output = try FileDescriptor.standardOutput.duplicate()
+                output = try standardOutput.duplicate()
             } catch {
                 try? input.close()
                 throw error

@@ -1,0 +1,155 @@
+import AccessoryResponder
+import Foundation
+import HTTPTypes
+import NIOCore
+import Testing
+
+/// Responder rules that do not depend on the emulator: failures, streaming, idle links.
+@Suite(.timeLimit(.minutes(1)))
+struct ResponderBehaviourTests {
+    struct Boom: Error {}
+
+    @Test func handlerThatThrowsGets500AndTheLinkStaysUsable() async throws {
+        let responder = HTTPResponder { request in
+            if request.head.path == "/fail" { throw Boom() }
+            return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "ok")))
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET /fail HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try await link.readResponse().status == 500)
+            try await link.send("GET /fine HTTP/1.1\r\nHost: a\r\n\r\n")
+            let fine = try await link.readResponse()
+            #expect(fine.status == 200)
+            #expect(fine.bodyText == "ok")
+        }
+    }
+
+    @Test func streamThatFailsBeforeWritingGets500() async throws {
+        let responder = HTTPResponder { _ in
+            ResponderResponse(status: .ok, body: .stream(length: nil) { _ in throw Boom() })
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try await link.readResponse().status == 500)
+        }
+    }
+
+    @Test func streamThatFailsAfterTheHeadClosesTheLink() async throws {
+        let responder = HTTPResponder { _ in
+            ResponderResponse(status: .ok, body: .stream(length: 100) { writer in
+                try await writer.write(ByteBuffer(string: "partial"))
+                throw Boom()
+            })
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            // The head promised 100 bytes; only 7 come, then the link closes.
+            await #expect(throws: RawLinkError.self) { try await link.readResponse() }
+        }
+    }
+
+    @Test func streamShorterThanDeclaredClosesTheLink() async throws {
+        let responder = HTTPResponder { _ in
+            ResponderResponse(status: .ok, body: .stream(length: 10) { writer in
+                try await writer.write(ByteBuffer(string: "12345"))
+            })
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            await #expect(throws: RawLinkError.self) { try await link.readResponse() }
+        }
+    }
+
+    @Test func writerRefusesBytesBeyondTheDeclaredLength() async throws {
+        let responder = HTTPResponder { _ in
+            ResponderResponse(status: .ok, body: .stream(length: 3) { writer in
+                try await writer.write(ByteBuffer(string: "abc"))
+                do {
+                    try await writer.write(ByteBuffer(string: "d"))
+                } catch let error as ResponderError {
+                    // Swallowed on purpose: the declared three bytes are complete.
+                    precondition(error.code == .responseLengthMismatch)
+                }
+            })
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            let response = try await link.readResponse()
+            #expect(response.bodyText == "abc")
+            try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try await link.readResponse().bodyText == "abc")
+        }
+    }
+
+    @Test func noContentAndEmptyBodiesAreFramedCorrectly() async throws {
+        let responder = HTTPResponder { request in
+            switch request.head.path {
+            case "/204": return ResponderResponse(status: .noContent, body: .bytes(ByteBuffer(string: "ignored")))
+            default: return ResponderResponse(status: .ok)
+            }
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET /204 HTTP/1.1\r\nHost: a\r\n\r\n")
+            let noContent = try await link.readResponse()
+            #expect(noContent.status == 204)
+            #expect(noContent.header("content-length") == nil)
+            try await link.send("GET /empty HTTP/1.1\r\nHost: a\r\n\r\n")
+            let empty = try await link.readResponse()
+            #expect(empty.header("content-length") == "0")
+        }
+    }
+
+    @Test func collectRefusesBodiesOverItsLimit() async throws {
+        let responder = HTTPResponder { request in
+            do {
+                _ = try await request.body.collect(upTo: 4)
+                return ResponderResponse(status: .ok)
+            } catch let error as ResponderError where error.code == .bodyTooLarge {
+                return ResponderResponse(status: .contentTooLarge)
+            }
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n12345")
+            #expect(try await link.readResponse().status == 413)
+            try await link.send("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n")
+            #expect(try await link.readResponse().status == 413)
+            try await link.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\n1234")
+            #expect(try await link.readResponse().status == 200)
+        }
+    }
+
+    @Test func idleLinkIsClosedAfterTheTimeout() async throws {
+        var configuration = ResponderConfiguration()
+        configuration.idleTimeout = .seconds(2)
+        let responder = HTTPResponder(configuration: configuration) { _ in ResponderResponse(status: .ok) }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try await link.readResponse().status == 200)
+            let start = ContinuousClock.now
+            #expect(try await link.peerClosesWithoutData())
+            #expect(ContinuousClock.now - start >= .milliseconds(1500))
+        }
+    }
+
+    @Test func http10RequestWithoutKeepAliveIsAnsweredThenClosed() async throws {
+        let responder = HTTPResponder { _ in ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "hi"))) }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send("GET / HTTP/1.0\r\n\r\n")
+            let response = try await link.readResponse()
+            #expect(response.bodyText == "hi")
+            #expect(response.header("connection") == "close")
+            #expect(try await link.peerClosesWithoutData())
+        }
+    }
+
+    @Test func serveRefusesARegularFile() async throws {
+        let path = "/tmp/accessory-responder-regular-\(UInt32.random(in: 0...UInt32.max))"
+        let descriptor = open(path, O_CREAT | O_RDWR, 0o600)
+        #expect(descriptor >= 0)
+        defer { unlink(path) }
+        let responder = HTTPResponder { _ in ResponderResponse(status: .ok) }
+        await #expect(throws: ResponderError.self) {
+            try await responder.serve(descriptor: descriptor, on: LinkFixture.group.next())
+        }
+    }
+}

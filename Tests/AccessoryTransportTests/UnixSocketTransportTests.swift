@@ -1,0 +1,83 @@
+import Glibc
+import NIOCore
+import NIOPosix
+import Testing
+
+@testable import AccessoryTransport
+
+@Suite struct UnixSocketTransportTests {
+    /// Echoes every byte back, standing in for an accessory's server.
+    private final class Echo: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            context.writeAndFlush(data, promise: nil)
+        }
+    }
+
+    @Test func exchangesBytesWithAServer() async throws {
+        let path = temporaryPath(".sock")
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Echo()) }
+            }
+            .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true)
+            .get()
+        defer {
+            server.close(promise: nil)
+            unlink(path)
+        }
+
+        let received = ReceivedBytes()
+        let stream = try await UnixSocketTransport(path: path).open(on: testEventLoop, configure: received.configure)
+        try await stream.channel.writeText("hello over unix")
+        #expect(await eventually { received.text == "hello over unix" })
+        try await stream.channel.close()
+    }
+
+    @Test func missingPath() async {
+        let path = temporaryPath(".sock")
+        let error = await transportError {
+            _ = try await UnixSocketTransport(path: path).open(on: testEventLoop, configure: ReceivedBytes().configure)
+        }
+        #expect(error?.code == .deviceNotFound)
+        #expect(error?.message == "no socket at \(path); is the accessory's server running?")
+    }
+
+    @Test func socketWithoutListenerIsRefused() async throws {
+        // A socket file left behind by a server that exited: bound, never listening.
+        let path = temporaryPath(".sock")
+        let fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+            for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0)
+
+        let error = await transportError {
+            _ = try await UnixSocketTransport(path: path).open(on: testEventLoop, configure: ReceivedBytes().configure)
+        }
+        #expect(error?.code == .openFailed)
+        #expect(error?.message.contains("connection refused") == true)
+    }
+
+    @Test func regularFileIsTheWrongKind() async throws {
+        let path = temporaryPath(".txt")
+        let fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+        try #require(fd >= 0)
+        close(fd)
+        defer { unlink(path) }
+        let error = await transportError {
+            _ = try await UnixSocketTransport(path: path).open(on: testEventLoop, configure: ReceivedBytes().configure)
+        }
+        #expect(error?.code == .wrongKindOfFile)
+    }
+}
