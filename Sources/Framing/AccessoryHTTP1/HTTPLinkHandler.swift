@@ -370,6 +370,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         case .protocolViolation:
             self.fail(HTTPLinkError(.strayBytes, "the device sent a response while none was due; the link was out of step"))
         case .deliver(let bodyAbandoned), .drain(let bodyAbandoned):
+            // The final head is in: what follows is its body, never a status line (a 1xx
+            // decoded from the same read set the guard back to `.startLine`).
+            self.guardHandler.mode = .passThrough
             if bodyAbandoned { self.resolveMayWriteBody(false) }
             let response: HTTPResponse
             do {
