@@ -582,6 +582,111 @@ struct HTTPLinkEndToEndTests {
         await link.shutdown()
     }
 
+    // MARK: Deadlines, cancellation in line, shutdown
+
+    @Test func deadlineBeforeHeadReopens() async throws {
+        let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 1000), .write(Reply.ok("late"))], ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let clock = ContinuousClock()
+        let elapsed = await clock.measure {
+            #expect(await linkErrorCode {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                    deadline: .now + .milliseconds(200)
+                ) { try await $0.body.collect(upTo: 100) }
+            } == .exchangeTimeout)
+        }
+        #expect(elapsed < .milliseconds(900))
+        #expect(try await link.fetch("/next").body == "ok /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func deadlineInBodyDrainsAndKeepsLink() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: 20) + Array("0123456789".utf8)),
+            .sleep(milliseconds: 600), .write("abcdefghij"),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(await linkErrorCode {
+            _ = try await link.execute(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                deadline: .now + .milliseconds(200)
+            ) { try await $0.body.collect(upTo: 100) }
+        } == .exchangeTimeout)
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func earlyResponseWhileDeviceIgnoresUploadIsBoundedByDeadline() async throws {
+        // The device answers without reading a large streamed body; the request cannot finish.
+        let device = ScriptedDevice([[.readHead, .write(Reply.ok("early")), .sleep(milliseconds: 3000)], ok])
+        var configuration = testConfiguration()
+        configuration.idleTimeout = .seconds(20)
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        let chunk = ByteBuffer(repeating: 0x55, count: 64 * 1024)
+        let body = HTTPRequestBody.stream(length: nil) { writer in
+            for _ in 0..<256 { try await writer.write(chunk) }
+        }
+        let clock = ContinuousClock()
+        let elapsed = await clock.measure {
+            do {
+                var request = HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/up")
+                request.headerFields = [:]
+                _ = try await link.execute(request, body: body, deadline: .now + .milliseconds(500)) {
+                    try await $0.body.collect(upTo: 100)
+                }
+                Issue.record("expected the exchange to fail")
+            } catch {
+                #expect((error as? HTTPLinkError)?.code == .exchangeTimeout)
+            }
+        }
+        #expect(elapsed < .seconds(2))
+        #expect(try await link.fetch("/next").body == "ok /next")
+        await link.shutdown()
+    }
+
+    @Test func cancelWhileWaitingInLine() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .sleep(milliseconds: 400), .respond { Reply.ok("echo " + $0.path) },
+            .readRequest, .respond { Reply.ok("echo " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let first = Task { try await link.fetch("/1") }
+        #expect(await eventually { device.allRequests.count == 1 })
+        let second = Task { try await link.fetch("/2") }
+        try await Task.sleep(for: .milliseconds(50))
+        second.cancel()
+        #expect(await linkErrorCode { _ = try await second.value } == .cancelled)
+        let third = try await link.fetch("/3")
+        #expect(third.body == "echo /3")
+        #expect(try await first.value.body == "echo /1")
+        #expect(device.allRequests.map(\.path) == ["/1", "/3"])
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func shutdownFailsLaterRequests() async throws {
+        let device = ScriptedDevice([ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/1").body == "ok /1")
+        await link.shutdown()
+        #expect(await linkErrorCode { _ = try await link.fetch("/2") } == .shutDown)
+        #expect(await device.waitUntilFinished())
+        #expect(device.connectionCount == 1)
+    }
+
+    @Test func shutdownFailsExchangeInProgress() async throws {
+        let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 2000)]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let task = Task { try await link.fetch("/1") }
+        #expect(await eventually { device.allRequests.count == 1 })
+        await link.shutdown()
+        #expect(await linkErrorCode { _ = try await task.value } == .shutDown)
+    }
+
     // MARK: Back-pressure
 
     @Test func slowConsumerBoundsWhatTheDeviceCanWrite() async throws {
