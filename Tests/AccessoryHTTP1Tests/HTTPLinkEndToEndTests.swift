@@ -236,6 +236,22 @@ struct HTTPLinkEndToEndTests {
         await link.shutdown()
     }
 
+    @Test func bodyKeptPastTheHandlerIsDrainedAndEnds() async throws {
+        // The handler returns the body unread: the link drains it while the caller still
+        // holds the sequence (this used to trap in NIO: a source dropped without finish()).
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x64, count: Self.twoMiB),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let body = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/d")) { $0.body }
+        #expect(try await link.fetch("/next").body == "after /next")
+        var iterator = body.makeAsyncIterator()
+        _ = try? await iterator.next()
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
     @Test func cancelledTaskMidBodyIsDrained() async throws {
         let device = ScriptedDevice([[
             .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
