@@ -433,6 +433,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         guard case .complete(let reusable) = completion, var ports = self.ports else { return }
         for timer in ports.timers { timer.cancel() }
         ports.timers.removeAll()
+        // A drained body's source was never finished; NIO traps if it is dropped unfinished.
+        ports.source?.finish()
+        ports.source = nil
         self.ports = nil
         self.idleTimer?.cancel()
         self.idleTimer = nil
