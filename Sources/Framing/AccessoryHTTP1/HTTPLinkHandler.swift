@@ -57,6 +57,8 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         var source: ResponseBodyProducer.Source?
         var consumerWantsMore = true
         var timers: [Scheduled<Void>] = []
+        /// An in-memory body held back until `100 Continue` (or the continue timeout).
+        var heldBody: ByteBuffer?
     }
 
     private var machine: LinkStateMachine
@@ -239,7 +241,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         if expectsContinue {
             ports.timers.append(
                 eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(self.configuration.expectContinueTimeout)) {
-                    if self.machine.continueTimedOut(id: id) { self.resolveMayWriteBody(true) }
+                    if self.machine.continueTimedOut(id: id) { self.releaseRequestBody() }
                 }
             )
         }
@@ -261,7 +263,11 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             }
             context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
             self.apply(self.machine.requestEnded(id: id))
-        case .complete, .streamed:
+        case .complete(let buffer):
+            // Held back until the device says `100 Continue` (or the continue timeout passes).
+            self.ports?.heldBody = buffer
+            context.flush()
+        case .streamed:
             context.flush()
             if !expectsContinue { self.resolveMayWriteBody(true) }
         }
@@ -366,10 +372,13 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             self.guardHandler.mode = .startLine(seen: 0)
         case .releaseRequestBody:
             self.guardHandler.mode = .startLine(seen: 0)
-            self.resolveMayWriteBody(true)
+            self.releaseRequestBody()
         case .protocolViolation:
             self.fail(HTTPLinkError(.strayBytes, "the device sent a response while none was due; the link was out of step"))
         case .deliver(let bodyAbandoned), .drain(let bodyAbandoned):
+            // The final head is in: what follows is its body, never a status line (a 1xx
+            // decoded from the same read set the guard back to `.startLine`).
+            self.guardHandler.mode = .passThrough
             if bodyAbandoned { self.resolveMayWriteBody(false) }
             let response: HTTPResponse
             do {
@@ -424,6 +433,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         guard case .complete(let reusable) = completion, var ports = self.ports else { return }
         for timer in ports.timers { timer.cancel() }
         ports.timers.removeAll()
+        // A drained body's source was never finished; NIO traps if it is dropped unfinished.
+        ports.source?.finish()
+        ports.source = nil
         self.ports = nil
         self.idleTimer?.cancel()
         self.idleTimer = nil
@@ -449,6 +461,20 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         }
         self.ports?.timers.append(timer)
         self.readIfNeeded()
+    }
+
+    /// The request body may go: a held in-memory body is written and the request ended here; a
+    /// streamed one is written by the async side once `mayWriteBody` resolves.
+    private func releaseRequestBody() {
+        self.resolveMayWriteBody(true)
+        guard let context = self.context, let id = self.ports?.id, let buffer = self.ports?.heldBody else { return }
+        self.ports?.heldBody = nil
+        if buffer.readableBytes > 0 {
+            self.configuration.tracer?.emit(.requestBody(buffer))
+            context.write(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+        context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+        self.apply(self.machine.requestEnded(id: id))
     }
 
     private func resolveMayWriteBody(_ value: Bool) {

@@ -241,7 +241,7 @@ struct LinkStateMachine {
             exchange.response = .draining(discarded: 0)
             self.state = .exchange(exchange)
             return .failConsumerAndDrain
-        case .done:
+        case .done where exchange.request == .done:
             return .none
         default:
             // No head yet (its end cannot be known), a drain that is itself too slow, or a

@@ -1,0 +1,738 @@
+import AccessoryHTTP1
+import AccessoryTransport
+import HTTPTypes
+import NIOCore
+import Synchronization
+import Testing
+
+struct Fetched: Sendable {
+    let status: Int
+    let body: String
+}
+
+struct ConsumerGaveUp: Error {}
+
+extension HTTPLink {
+    func fetch(
+        _ path: String,
+        method: HTTPRequest.Method = .get,
+        headers: HTTPFields = [:],
+        body: HTTPRequestBody = .none,
+        limit: Int = 1 << 20
+    ) async throws -> Fetched {
+        var request = HTTPRequest(method: method, scheme: nil, authority: nil, path: path)
+        request.headerFields = headers
+        return try await self.execute(request, body: body) { response in
+            let bytes = try await response.body.collect(upTo: limit)
+            return Fetched(status: response.head.status.code, body: String(buffer: bytes))
+        }
+    }
+}
+
+/// Runs `body` and returns the link error code it threw (nil if it did not throw one).
+func linkErrorCode(_ body: () async throws -> Void) async -> HTTPLinkError.Code? {
+    do {
+        try await body()
+        Issue.record("expected an HTTPLinkError")
+        return nil
+    } catch let error as HTTPLinkError {
+        return error.code
+    } catch {
+        Issue.record("expected an HTTPLinkError, got \(error)")
+        return nil
+    }
+}
+
+func testConfiguration() -> LinkConfiguration {
+    var configuration = LinkConfiguration()
+    configuration.openTimeout = .seconds(3)
+    configuration.idleTimeout = .seconds(3)
+    configuration.drainTimeout = .seconds(3)
+    return configuration
+}
+
+/// Everything over a real socketpair, against a device that follows a script.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct HTTPLinkEndToEndTests {
+    let ok: [DeviceStep] = [.readRequest, .respond { Reply.ok("ok " + $0.path) }]
+
+    // MARK: Keep-alive
+
+    @Test func keepAliveCarriesThreeRequests() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.ok("one")),
+            .readRequest, .write(Reply.chunked(["tw", "", "o"].filter { !$0.isEmpty })),
+            .readRequest, .write(Reply.chunked(["th", "ree"], headers: ["X-A: b"])),
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/1").body == "one")
+        #expect(try await link.fetch("/2").body == "two")
+        #expect(try await link.fetch("/3").body == "three")
+        #expect(device.connectionCount == 1)
+        #expect(link.openCount == 1)
+        #expect(device.allRequests.map(\.path) == ["/1", "/2", "/3"])
+        #expect(device.allRequests.allSatisfy { $0.header("host") == "accessory" })
+        await link.shutdown()
+        #expect(await device.waitUntilFinished())
+        #expect(device.connections.first?.unexpected == [])
+        #expect(device.problems == [])
+    }
+
+    // MARK: Malformed responses
+
+    func expectFailureThenRecovery(
+        _ bad: [DeviceStep],
+        code: HTTPLinkError.Code,
+        configuration: LinkConfiguration = testConfiguration()
+    ) async throws {
+        let device = ScriptedDevice([bad, ok])
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == code)
+        let next = try await link.fetch("/next")
+        #expect(next.status == 200)
+        #expect(next.body == "ok /next")
+        #expect(device.connectionCount == 2)
+        #expect(link.openCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func garbageInsteadOfStatusLine() async throws {
+        try await expectFailureThenRecovery([.readRequest, .write("garbage\r\n\r\n")], code: .malformedResponse)
+    }
+
+    @Test func truncatedBodyThenClose() async throws {
+        try await expectFailureThenRecovery(
+            [.readRequest, .write(Reply.head(contentLength: 100) + Array("only ten b".utf8)), .close],
+            code: .linkClosed
+        )
+    }
+
+    @Test func closeBeforeAnyResponse() async throws {
+        try await expectFailureThenRecovery([.readRequest, .close], code: .linkClosed)
+    }
+
+    @Test func oversizedHeaderBlock() async throws {
+        let big = String(repeating: "v", count: LinkConfiguration().limits.maxHeaderBlockSize + 10)
+        try await expectFailureThenRecovery(
+            [.readRequest, .write(Reply.ok("x", headers: ["X-Big: \(big)"]))],
+            code: .responseTooLarge
+        )
+    }
+
+    @Test func oversizedHeaderBlockOfManySmallHeaders() async throws {
+        var configuration = testConfiguration()
+        configuration.limits.maxHeaderCount = 10_000
+        let headers = (0..<8000).map { "X-H\($0): 0123456789" }
+        try await expectFailureThenRecovery(
+            [.readRequest, .write(Reply.ok("x", headers: headers))],
+            code: .responseTooLarge,
+            configuration: configuration
+        )
+    }
+
+    @Test func tooManyHeaders() async throws {
+        let headers = (0...LinkConfiguration().limits.maxHeaderCount).map { "X-H\($0): v" }
+        try await expectFailureThenRecovery([.readRequest, .write(Reply.ok("x", headers: headers))], code: .responseTooLarge)
+    }
+
+    @Test func overlongStatusLine() async throws {
+        let reason = String(repeating: "R", count: LinkConfiguration().limits.maxStartLineLength)
+        try await expectFailureThenRecovery(
+            [.readRequest, .write(Reply.ok("x", status: "200 \(reason)"))],
+            code: .responseTooLarge
+        )
+    }
+
+    @Test func invalidChunkSize() async throws {
+        try await expectFailureThenRecovery(
+            [.readRequest, .write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")],
+            code: .malformedResponse
+        )
+    }
+
+    @Test func contentLengthAndTransferEncoding() async throws {
+        try await expectFailureThenRecovery(
+            [.readRequest, .write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")],
+            code: .malformedResponse
+        )
+    }
+
+    @Test func switchingProtocolsIsRefused() async throws {
+        try await expectFailureThenRecovery(
+            [.readRequest, .write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n")],
+            code: .malformedResponse
+        )
+    }
+
+    @Test func deviceStopsSendingMidBody() async throws {
+        var configuration = testConfiguration()
+        configuration.idleTimeout = .milliseconds(300)
+        let clock = ContinuousClock()
+        let device = ScriptedDevice([
+            [.readRequest, .write(Reply.head(contentLength: 100) + Array("ten bytes!".utf8)), .sleep(milliseconds: 2000)],
+            ok,
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        let elapsed = await clock.measure {
+            #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
+        }
+        #expect(elapsed < .milliseconds(1500))
+        #expect(try await link.fetch("/next").body == "ok /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func deviceSendsNoHeadAtAll() async throws {
+        var configuration = testConfiguration()
+        configuration.idleTimeout = .milliseconds(300)
+        let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 2000)], ok])
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        #expect(await linkErrorCode { _ = try await link.fetch("/silent") } == .idleTimeout)
+        #expect(try await link.fetch("/next").body == "ok /next")
+        await link.shutdown()
+    }
+
+    // MARK: Abandoned responses
+
+    static let twoMiB = 2 * 1024 * 1024
+
+    /// Reads at least 64 KiB of the body, then throws.
+    func readSomeThenThrow(_ response: HTTPLinkResponse) async throws -> Int {
+        var read = 0
+        for try await part in response.body {
+            read += part.readableBytes
+            if read >= 64 * 1024 { throw ConsumerGaveUp() }
+        }
+        return read
+    }
+
+    @Test func consumerThrowsMidBodyIsDrained() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        await #expect(throws: ConsumerGaveUp.self) {
+            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"), self.readSomeThenThrow)
+        }
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        #expect(link.openCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func consumerReturnsWithoutReadingIsDrained() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
+            $0.head.status.code
+        }
+        #expect(status == 200)
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func bodyKeptPastTheHandlerIsDrainedAndEnds() async throws {
+        // The handler returns the body unread: the link drains it while the caller still
+        // holds the sequence (this used to trap in NIO: a source dropped without finish()).
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x64, count: Self.twoMiB),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let body = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/d")) { $0.body }
+        #expect(try await link.fetch("/next").body == "after /next")
+        var iterator = body.makeAsyncIterator()
+        _ = try? await iterator.next()
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func cancelledTaskMidBodyIsDrained() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let readEnough = Atomic<Bool>(false)
+        let task = Task {
+            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) { response in
+                var read = 0
+                for try await part in response.body {
+                    read += part.readableBytes
+                    if read >= 64 * 1024 {
+                        readEnough.store(true, ordering: .relaxed)
+                        try await Task.sleep(for: .seconds(10))
+                    }
+                }
+                return read
+            }
+        }
+        #expect(await eventually { readEnough.load(ordering: .relaxed) })
+        task.cancel()
+        let result = await task.result
+        switch result {
+        case .success(let read): Issue.record("expected cancellation, read \(read)")
+        case .failure(let error): #expect((error as? HTTPLinkError)?.code == .cancelled || error is CancellationError)
+        }
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func cancelledBeforeHeadIsDrained() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .sleep(milliseconds: 200), .write(Reply.ok(String(repeating: "z", count: 50_000))),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let task = Task { try await link.fetch("/slow") }
+        #expect(await eventually { device.allRequests.count == 1 })
+        task.cancel()
+        #expect(await linkErrorCode { _ = try await task.value } == .cancelled)
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func abandonedBodyOverDrainLimitReopens() async throws {
+        var configuration = testConfiguration()
+        configuration.drainLimit = 256 * 1024
+        let device = ScriptedDevice([
+            [.readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB)],
+            [.readRequest, .respond { Reply.ok("after " + $0.path) }],
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        await #expect(throws: ConsumerGaveUp.self) {
+            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"), self.readSomeThenThrow)
+        }
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 2)
+        #expect(link.openCount == 2)
+        await link.shutdown()
+    }
+
+    // MARK: Stray bytes
+
+    @Test func strayBytesWhileIdleReopen() async throws {
+        let device = ScriptedDevice([
+            [.readRequest, .write(Reply.ok("first")), .sleep(milliseconds: 50), .write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")],
+            ok,
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/1").body == "first")
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await link.fetch("/2").body == "ok /2")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func extraBytesRightAfterResponseReopen() async throws {
+        let device = ScriptedDevice([
+            [.readRequest, .write(Reply.ok("first") + Reply.ok("stale"))],
+            ok,
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/1").body == "first")
+        #expect(try await link.fetch("/2").body == "ok /2")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func garbageRightAfterResponseReopens() async throws {
+        let device = ScriptedDevice([
+            [.readRequest, .write(Reply.ok("first") + Array("\u{0}\u{1}junk".utf8))],
+            ok,
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/1").body == "first")
+        #expect(try await link.fetch("/2").body == "ok /2")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    // MARK: Expect: 100-continue
+
+    static let expectContinue: HTTPFields = [.expect: "100-continue"]
+
+    @Test(arguments: [false, true])
+    func continueThenBody(streamed: Bool) async throws {
+        let device = ScriptedDevice([[
+            .readHead, .write("HTTP/1.1 100 Continue\r\n\r\n"), .readBody,
+            .respond { Reply.ok("got " + String(decoding: $0.body, as: UTF8.self)) },
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        var configuration = testConfiguration()
+        configuration.expectContinueTimeout = .seconds(5)
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        let body: HTTPRequestBody =
+            streamed
+            ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
+            : .bytes(ByteBuffer(string: "hello"))
+        let clock = ContinuousClock()
+        var fetched: Fetched?
+        let elapsed = try await clock.measure {
+            fetched = try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body)
+        }
+        #expect(fetched?.body == "got hello")
+        #expect(elapsed < .seconds(2))  // released by the 100, not by the timeout
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test(arguments: [false, true])
+    func continueTimeoutSendsBodyAnyway(streamed: Bool) async throws {
+        let device = ScriptedDevice([[
+            .readHead, .readBody,
+            .respond { Reply.ok("got " + String(decoding: $0.body, as: UTF8.self)) },
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        var configuration = testConfiguration()
+        configuration.expectContinueTimeout = .milliseconds(200)
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        let body: HTTPRequestBody =
+            streamed
+            ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
+            : .bytes(ByteBuffer(string: "hello"))
+        #expect(try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body).body == "got hello")
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test(arguments: [false, true])
+    func finalResponseWithoutContinueWithholdsBody(streamed: Bool) async throws {
+        let device = ScriptedDevice([
+            [.readHead, .write(Reply.ok("no", status: "417 Expectation Failed"))],
+            ok,
+        ])
+        var configuration = testConfiguration()
+        configuration.expectContinueTimeout = .seconds(5)
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        let body: HTTPRequestBody =
+            streamed
+            ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
+            : .bytes(ByteBuffer(string: "hello"))
+        let first = try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body)
+        #expect(first.status == 417)
+        #expect(try await link.fetch("/next").body == "ok /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+        #expect(await device.waitUntilFinished())
+        #expect(device.connections.first?.unexpected == [])
+    }
+
+    @Test func informationalAndFinalHeadInOneReadThenBinaryBody() async throws {
+        // The final head arrives in the same read as a 1xx: the body that follows must not be
+        // mistaken for a status line (it has no line feed in its first 8 KiB).
+        let count = 20_000
+        let device = ScriptedDevice([[
+            .readRequest,
+            .write("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: \(count)\r\n\r\n"),
+            .sleep(milliseconds: 50),
+            .writeRepeated(0x62, count: count),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let fetched = try await link.fetch("/hints")
+        #expect(fetched.body == String(repeating: "b", count: count))
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    // MARK: Request bodies
+
+    static func pattern(_ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) } }
+
+    @Test(arguments: [nil, 100_003] as [Int?])
+    func streamedRequestBody(length: Int?) async throws {
+        let bytes = Self.pattern(100_003)
+        let device = ScriptedDevice([[
+            .readRequest, .respond { Reply.ok("\($0.body.count)") },
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let body = HTTPRequestBody.stream(length: length) { writer in
+            var offset = 0
+            for size in [1, 1000, 65_536, 30_000, 3466] {
+                try await writer.write(ByteBuffer(bytes: bytes[offset..<offset + size]))
+                offset += size
+            }
+        }
+        #expect(try await link.fetch("/up", method: .post, body: body).body == "100003")
+        #expect(try await link.fetch("/next").body == "after /next")
+        let request = try #require(device.allRequests.first)
+        #expect(request.body == bytes)
+        if length == nil {
+            #expect(request.chunked)
+            #expect(request.header("content-length") == nil)
+        } else {
+            #expect(!request.chunked)
+            #expect(request.header("content-length") == "100003")
+        }
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func bytesRequestBody() async throws {
+        let device = ScriptedDevice([[.readRequest, .respond { Reply.ok(String(decoding: $0.body, as: UTF8.self)) }]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/up", method: .put, body: .bytes(ByteBuffer(string: "payload"))).body == "payload")
+        #expect(device.allRequests.first?.header("content-length") == "7")
+        await link.shutdown()
+    }
+
+    @Test func failingRequestBodyReopens() async throws {
+        struct SourceBroke: Error {}
+        let device = ScriptedDevice([[.readHead, .sleep(milliseconds: 500)], ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let body = HTTPRequestBody.stream(length: nil) { writer in
+            try await writer.write(ByteBuffer(string: "part"))
+            throw SourceBroke()
+        }
+        #expect(await linkErrorCode { _ = try await link.fetch("/up", method: .post, body: body) } == .requestBodyFailed)
+        #expect(try await link.fetch("/next").body == "ok /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    // MARK: Delimiting
+
+    @Test func headResponseHasNoBody() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: 1000)),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let head = try await link.fetch("/h", method: .head)
+        #expect(head.status == 200)
+        #expect(head.body == "")
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func noContentResponse() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write("HTTP/1.1 204 No Content\r\n\r\n"),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/n").status == 204)
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func closeDelimitedResponse() async throws {
+        let device = ScriptedDevice([[.readRequest, .write("HTTP/1.1 200 OK\r\n\r\nuntil the end"), .close], ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/c").body == "until the end")
+        #expect(try await link.fetch("/next").body == "ok /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func connectionCloseResponseReopens() async throws {
+        let device = ScriptedDevice([[.readRequest, .write(Reply.ok("bye", headers: ["Connection: close"]))], ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/c").body == "bye")
+        #expect(try await link.fetch("/next").body == "ok /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    // MARK: Invalid requests
+
+    @Test func invalidRequestWritesNothing() async throws {
+        let device = ScriptedDevice([ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        for path in ["/a b", "/x\r\nInjected: 1", "/nul\0x", "/tab\tx"] {
+            #expect(await linkErrorCode { _ = try await link.fetch(path) } == .invalidRequest)
+        }
+        #expect(await linkErrorCode {
+            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: "evil host", path: "/")) { _ in 0 }
+        } == .invalidRequest)
+        #expect(device.connectionCount == 0)
+        #expect(link.openCount == 0)
+        #expect(try await link.fetch("/fine").body == "ok /fine")
+        await link.shutdown()
+        #expect(await device.waitUntilFinished())
+        #expect(device.allRequests.map(\.path) == ["/fine"])
+        #expect(device.connections.first?.unexpected == [])
+    }
+
+    // MARK: FIFO
+
+    @Test func concurrentRequestsRunOneAtATimeInOrder() async throws {
+        let count = 20
+        var steps: [DeviceStep] = []
+        for _ in 0..<count {
+            steps += [.readRequest, .sleep(milliseconds: 15), .expectQuiet, .respond { Reply.ok("echo " + $0.path) }]
+        }
+        let device = ScriptedDevice([steps])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        try await withThrowingTaskGroup(of: (Int, Fetched).self) { group in
+            for index in 0..<count {
+                group.addTask { (index, try await link.fetch("/r\(index)")) }
+                // Let this task reach the gate before the next one is made, so the order of
+                // arrival is known.
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            var seen = 0
+            for try await (index, fetched) in group {
+                #expect(fetched.body == "echo /r\(index)")
+                seen += 1
+            }
+            #expect(seen == count)
+        }
+        #expect(device.allRequests.map(\.path) == (0..<count).map { "/r\($0)" })
+        #expect(device.connectionCount == 1)
+        #expect(device.problems == [])
+        await link.shutdown()
+    }
+
+    // MARK: Deadlines, cancellation in line, shutdown
+
+    @Test func deadlineBeforeHeadReopens() async throws {
+        let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 1000), .write(Reply.ok("late"))], ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let clock = ContinuousClock()
+        let elapsed = await clock.measure {
+            #expect(await linkErrorCode {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                    deadline: .now + .milliseconds(200)
+                ) { try await $0.body.collect(upTo: 100) }
+            } == .exchangeTimeout)
+        }
+        #expect(elapsed < .milliseconds(900))
+        #expect(try await link.fetch("/next").body == "ok /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func deadlineInBodyDrainsAndKeepsLink() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .write(Reply.head(contentLength: 20) + Array("0123456789".utf8)),
+            .sleep(milliseconds: 600), .write("abcdefghij"),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(await linkErrorCode {
+            _ = try await link.execute(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                deadline: .now + .milliseconds(200)
+            ) { try await $0.body.collect(upTo: 100) }
+        } == .exchangeTimeout)
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func earlyResponseWhileDeviceIgnoresUploadIsBoundedByDeadline() async throws {
+        // The device answers without reading a large streamed body; the request cannot finish.
+        let device = ScriptedDevice([[.readHead, .write(Reply.ok("early")), .sleep(milliseconds: 3000)], ok])
+        var configuration = testConfiguration()
+        configuration.idleTimeout = .seconds(20)
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        let chunk = ByteBuffer(repeating: 0x55, count: 64 * 1024)
+        let body = HTTPRequestBody.stream(length: nil) { writer in
+            for _ in 0..<256 { try await writer.write(chunk) }
+        }
+        let clock = ContinuousClock()
+        let elapsed = await clock.measure {
+            do {
+                var request = HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/up")
+                request.headerFields = [:]
+                _ = try await link.execute(request, body: body, deadline: .now + .milliseconds(500)) {
+                    try await $0.body.collect(upTo: 100)
+                }
+                Issue.record("expected the exchange to fail")
+            } catch {
+                #expect((error as? HTTPLinkError)?.code == .exchangeTimeout)
+            }
+        }
+        #expect(elapsed < .seconds(2))
+        #expect(try await link.fetch("/next").body == "ok /next")
+        await link.shutdown()
+    }
+
+    @Test func cancelWhileWaitingInLine() async throws {
+        let device = ScriptedDevice([[
+            .readRequest, .sleep(milliseconds: 400), .respond { Reply.ok("echo " + $0.path) },
+            .readRequest, .respond { Reply.ok("echo " + $0.path) },
+        ]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let first = Task { try await link.fetch("/1") }
+        #expect(await eventually { device.allRequests.count == 1 })
+        let second = Task { try await link.fetch("/2") }
+        try await Task.sleep(for: .milliseconds(50))
+        second.cancel()
+        #expect(await linkErrorCode { _ = try await second.value } == .cancelled)
+        let third = try await link.fetch("/3")
+        #expect(third.body == "echo /3")
+        #expect(try await first.value.body == "echo /1")
+        #expect(device.allRequests.map(\.path) == ["/1", "/3"])
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func shutdownFailsLaterRequests() async throws {
+        let device = ScriptedDevice([ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/1").body == "ok /1")
+        await link.shutdown()
+        #expect(await linkErrorCode { _ = try await link.fetch("/2") } == .shutDown)
+        #expect(await device.waitUntilFinished())
+        #expect(device.connectionCount == 1)
+    }
+
+    @Test func shutdownFailsExchangeInProgress() async throws {
+        let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 2000)]])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let task = Task { try await link.fetch("/1") }
+        #expect(await eventually { device.allRequests.count == 1 })
+        await link.shutdown()
+        #expect(await linkErrorCode { _ = try await task.value } == .shutDown)
+    }
+
+    // MARK: Back-pressure
+
+    @Test func slowConsumerBoundsWhatTheDeviceCanWrite() async throws {
+        let total = 64 * 1024 * 1024
+        let device = ScriptedDevice(ioTimeoutSeconds: 10, script: { _ in
+            [.readRequest, .write(Reply.head(contentLength: total)), .writeRepeated(0x63, count: total),
+             .readRequest, .respond { Reply.ok("after " + $0.path) }]
+        })
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let maxWrittenWhilePaused = Atomic<Int>(0)
+        let read = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) { response in
+            var read = 0
+            var paused = false
+            for try await part in response.body {
+                read += part.readableBytes
+                if !paused && read >= 1024 * 1024 {
+                    paused = true
+                    try await Task.sleep(for: .milliseconds(500))
+                    let written = device.connections.first?.written ?? 0
+                    maxWrittenWhilePaused.store(written, ordering: .relaxed)
+                }
+            }
+            return read
+        }
+        #expect(read == total)
+        let written = maxWrittenWhilePaused.load(ordering: .relaxed)
+        #expect(written > 0)
+        #expect(written < 16 * 1024 * 1024, "the device wrote \(written) bytes while the consumer paused")
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+}
