@@ -155,6 +155,7 @@ public final class AccessoryClient: Sendable {
     }
 
     private func makeHTTPRequest(_ request: AccessoryRequest) throws -> HTTPRequest {
+        try RequestValidation.validate(path: request.path)
         var fields = request.headerFields
         for field in self.configuration.defaultHeaderFields where fields[field.name] == nil {
             fields.append(field)

@@ -284,8 +284,8 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             return self.eventLoopFailure(self.failure ?? HTTPLinkError(.linkClosed, "the link closed while the request body was being sent"))
         }
         self.configuration.tracer?.emit(.requestBody(buffer))
-        let written = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: written)
+        // A failed write surfaces through errorCaught/channelInactive, which fail the exchange.
+        context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
         if context.channel.isWritable {
             return context.eventLoop.makeSucceededVoidFuture()
         }

@@ -35,6 +35,20 @@ public enum RequestValidation {
         return try field(name: name, value: String(value))
     }
 
+    /// Checks a request target as the caller wrote it, before `HTTPRequest` (which turns CR,
+    /// LF, NUL and DEL into spaces and trims them at the ends) can hide what was wrong.
+    public static func validate(path: String) throws(HTTPLinkError) {
+        guard !path.isEmpty else {
+            throw HTTPLinkError(.invalidRequest, "the request has no path; use \"/\" for the root")
+        }
+        for byte in path.utf8 where byte <= 0x20 || byte == 0x7F {
+            throw HTTPLinkError(
+                .invalidRequest,
+                "the path \(quoted(path)) contains a space or control character; percent-encode it (e.g. %20)"
+            )
+        }
+    }
+
     /// Checks a request's path and authority; throws before anything reaches the wire.
     public static func validate(_ request: HTTPRequest) throws(HTTPLinkError) {
         guard let path = request.path, !path.isEmpty else {

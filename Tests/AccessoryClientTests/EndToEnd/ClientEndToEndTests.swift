@@ -395,10 +395,12 @@ struct ClientEndToEndTests {
         #expect(throws: HTTPLinkError.self) { try RequestValidation.field(name: "X-A", value: "a\r\nX-B: b") }
         let client = makeEmulatorClient()
         defer { Task { await client.shutdown() } }
-        await #expect {
-            _ = try await client.data(AccessoryRequest(path: "/status x"))
-        } throws: { error in
-            (error as? AccessoryClientError)?.code == .invalidRequest
+        for path in ["/status x", "/status\0", "/status\r\n", "/a\u{7F}"] {
+            await #expect {
+                _ = try await client.data(AccessoryRequest(path: path))
+            } throws: { error in
+                (error as? AccessoryClientError)?.code == .invalidRequest
+            }
         }
         #expect(client.link.openCount == 0)
     }
