@@ -2,7 +2,8 @@
 // accessory-http: HTTP/1.1 over any byte stream pair (USB bulk, serial, pipes, socketpairs).
 //
 // Layers, bottom up (each depends only on the ones before it):
-//   Transports  → Framing (HTTP/1.1 link) → API (client, responder) → Accessories (emulator) → Tools (CLI)
+//   Transports (+ USB, FunctionFS) → Security (TLS) → Framing (HTTP/1.1 link) → API (client, responder)
+//   → Accessories (emulator) → Adapters (URLProtocol) → Tools (CLI, benchmark)
 // System libraries are reached through `.systemLibrary` targets under Sources/System.
 import PackageDescription
 
@@ -15,6 +16,10 @@ let package = Package(
         .library(name: "AccessoryClient", targets: ["AccessoryClient"]),
         .library(name: "AccessoryResponder", targets: ["AccessoryResponder"]),
         .library(name: "AccessoryEmulator", targets: ["AccessoryEmulator"]),
+        .library(name: "AccessoryTLS", targets: ["AccessoryTLS"]),
+        .library(name: "AccessoryUSB", targets: ["AccessoryUSB"]),
+        .library(name: "AccessoryFunctionFS", targets: ["AccessoryFunctionFS"]),
+        .library(name: "AccessoryURLProtocol", targets: ["AccessoryURLProtocol"]),
         .executable(name: "accessory-http", targets: ["AccessoryHTTPTool"]),
     ],
     dependencies: [
@@ -32,6 +37,12 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CLibUSB",
+            path: "Sources/System/CLibUSB",
+            pkgConfig: "libusb-1.0",
+            providers: [.apt(["libusb-1.0-0-dev"])]
+        ),
         .target(
             name: "AccessoryCrypto",
             dependencies: ["COpenSSL"],
@@ -47,6 +58,42 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Transports/AccessoryTransport"
+        ),
+
+        .target(
+            name: "AccessoryUSB",
+            dependencies: [
+                "AccessoryTransport",
+                "CLibUSB",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Transports/AccessoryUSB"
+        ),
+        .target(
+            name: "AccessoryFunctionFS",
+            dependencies: [
+                "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Transports/AccessoryFunctionFS"
+        ),
+
+        // MARK: Layer 3: TLS over any byte stream pair (system OpenSSL)
+        .target(
+            name: "AccessoryTLS",
+            dependencies: [
+                "AccessoryTransport",
+                "COpenSSL",
+                "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Security/AccessoryTLS"
         ),
 
         // MARK: Layer 2: HTTP/1.1 framing and the persistent link
@@ -107,7 +154,22 @@ let package = Package(
             path: "Sources/Accessories/AccessoryEmulator"
         ),
 
-        // MARK: Tools: the command-line interface
+        // MARK: Adapters: URLSession through a URLProtocol
+        .target(
+            name: "AccessoryURLProtocol",
+            dependencies: [
+                "AccessoryClient",
+                "AccessoryHTTP1",
+                "AccessoryTransport",
+                "AccessoryTLS",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/Adapters/AccessoryURLProtocol"
+        ),
+
+        // MARK: Tools: the command-line interface and the benchmark
         .executableTarget(
             name: "AccessoryHTTPTool",
             dependencies: [
@@ -116,12 +178,33 @@ let package = Package(
                 "AccessoryEmulator",
                 "AccessoryTransport",
                 "AccessoryHTTP1",
+                "AccessoryTLS",
+                "AccessoryUSB",
+                "AccessoryFunctionFS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/Tools/accessory-http"
+        ),
+        .executableTarget(
+            name: "AccessoryHTTPBench",
+            dependencies: [
+                "AccessoryClient",
+                "AccessoryResponder",
+                "AccessoryEmulator",
+                "AccessoryTransport",
+                "AccessoryHTTP1",
+                "AccessoryURLProtocol",
+                "AccessoryCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/Tools/accessory-http-bench"
         ),
 
         // MARK: Tests
@@ -162,6 +245,35 @@ let package = Package(
             dependencies: [
                 "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "AccessoryTLSTests",
+            dependencies: [
+                "AccessoryTLS", "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport",
+                "AccessoryHTTP1", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        .testTarget(
+            name: "AccessoryUSBTests",
+            dependencies: [
+                "AccessoryUSB", "AccessoryFunctionFS", "AccessoryTransport", "AccessoryClient", "AccessoryResponder",
+                "AccessoryEmulator", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "AccessoryURLProtocolTests",
+            dependencies: [
+                "AccessoryURLProtocol", "AccessoryClient", "AccessoryEmulator", "AccessoryResponder", "AccessoryTransport",
+                "AccessoryTLS", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),

@@ -1,0 +1,1 @@
+// In progress on a branch; removed before anything lands.
