@@ -109,4 +109,36 @@ struct NginxInteropTests {
         #expect(finalHead.status == .ok)
         #expect(client.link.openCount == 1)
     }
+
+    /// nginx ends the connection itself: once after a response marked `Connection: close`, once
+    /// when the link has been idle longer than its keep-alive timeout. The next request must
+    /// open a new link instead of failing. (Not over the socat pty: when nginx closes, socat
+    /// exits and the pty is gone, as a cable pulled out would be.)
+    @Test(arguments: [Join.unixSocket, .socatStdio])
+    func reopensWhenNginxCloses(join: Join) async throws {
+        try #require(access(Self.socat, X_OK) == 0, "socat is not installed at \(Self.socat); run scripts/bootstrap")
+        try await NginxFixture.with { nginx in
+            let spec = join == .unixSocket ? "unix:\(nginx.socketPath)" : "exec:\(Self.socat) - UNIX-CONNECT:\(nginx.socketPath)"
+            try await withClient(spec) { client in
+                #expect(try await client.get("/status").0.status == .ok)
+
+                let (lastHead, lastBody) = try await client.get("/last")
+                #expect(lastHead.status == .ok)
+                #expect(lastHead.headerFields[.connection] == "close")
+                #expect(lastBody.text == "last")
+                let (afterClose, _) = try await client.get("/status")
+                #expect(afterClose.status == .ok)
+                #expect(client.link.openCount == 2)
+
+                let (briefHead, _) = try await client.get("/brief")
+                #expect(briefHead.status == .ok)
+                // nginx closes the idle connection after 1 s.
+                try await Task.sleep(for: .milliseconds(2500))
+                let (afterIdle, afterIdleBody) = try await client.get("/status")
+                #expect(afterIdle.status == .ok)
+                #expect(afterIdleBody.text == #"{"model":"nginx","ok":true}"#)
+                #expect(client.link.openCount == 3)
+            }
+        }
+    }
 }

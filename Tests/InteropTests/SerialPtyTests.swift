@@ -1,6 +1,7 @@
 import AccessoryClient
 import AccessoryCrypto
 import AccessoryEmulator
+import AccessoryHTTP1
 import AccessoryResponder
 import Glibc
 import HTTPTypes
@@ -15,7 +16,19 @@ struct SerialPtyTests {
     static let bigSize = 4 * 1024 * 1024
     static let uploadSize = 2 * 1024 * 1024
 
-    @Test func emulatorOverRawPty() async throws {
+    /// What the link does with the rest of the body of the request that is cancelled.
+    enum AfterCancel: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// The default drain limit (4 MiB) covers the ~2 MiB left: drained, the link stays.
+        case drained
+        /// A 256 KiB drain limit does not: the line is closed, reopened, and the stale bytes the
+        /// accessory is still sending are discarded until it goes quiet.
+        case reopened
+
+        var testDescription: String { self.rawValue }
+    }
+
+    @Test(arguments: AfterCancel.allCases)
+    func emulatorOverRawPty(afterCancel: AfterCancel) async throws {
         let pty = try PseudoTerminal.open()
         // Holds the slave open for the whole test, as the cable stays plugged in while the host
         // closes and reopens the line: without it the master reads EIO whenever the client
@@ -33,15 +46,24 @@ struct SerialPtyTests {
         let server = Task { try await responder.serve(descriptor: pty.master, on: eventLoop) }
         defer { server.cancel() }
 
-        try await withClient("serial:\(pty.slavePath)") { client in
-            try await Self.exercise(client)
+        // The link's notes (opened, drained, torn down, reopened) explain a failure.
+        let notes = TraceNotes()
+        try await withClient("serial:\(pty.slavePath)") { configuration in
+            if afterCancel == .reopened { configuration.link.drainLimit = 256 * 1024 }
+            configuration.link.tracer = notes.tracer
+        } _: { client in
+            do {
+                try await Self.exercise(client, afterCancel: afterCancel)
+            } catch {
+                throw TestFailure("\(error); link notes: \(notes.text)")
+            }
         }
 
         server.cancel()
         _ = try await withTimeout(.seconds(10), "stopping the responder") { try await server.value }
     }
 
-    static func exercise(_ client: AccessoryClient) async throws {
+    static func exercise(_ client: AccessoryClient, afterCancel: AfterCancel) async throws {
         // /status: the emulator's identity as JSON.
         let (statusHead, statusBody) = try await client.get("/status")
         #expect(statusHead.status == .ok)
@@ -136,5 +158,6 @@ struct SerialPtyTests {
         #expect(afterBody.text.contains(#""model":"#))
         let after = try await client.hashedBody(AccessoryRequest(path: "/bytes/1000"))
         #expect(after.sha256 == sha256(EmulatedAccessory.patternBytes(offset: 0, count: 1000)))
+        #expect(client.link.openCount == (afterCancel == .drained ? 1 : 2))
     }
 }

@@ -1,14 +1,21 @@
 import AccessoryClient
 import AccessoryCrypto
+import AccessoryHTTP1
 import AccessoryTransport
 import HTTPTypes
 import NIOCore
+import Synchronization
 
 /// A client on `spec` with every wait bounded, shut down however `body` ends.
-func withClient<T>(_ spec: String, _ body: (AccessoryClient) async throws -> T) async throws -> T {
+func withClient<T>(
+    _ spec: String,
+    configure: (inout AccessoryClient.Configuration) -> Void = { _ in },
+    _ body: (AccessoryClient) async throws -> T
+) async throws -> T {
     var configuration = AccessoryClient.Configuration()
     configuration.defaultTimeout = .seconds(60)
     configuration.link.idleTimeout = .seconds(15)
+    configure(&configuration)
     let client = AccessoryClient(transport: try DeviceSpec(parsing: spec).makeTransport(), configuration: configuration)
     do {
         let result = try await body(client)
@@ -43,4 +50,20 @@ extension AccessoryClient {
 extension ByteBuffer {
     var bytes: [UInt8] { Array(self.readableBytesView) }
     var text: String { String(buffer: self) }
+}
+
+/// Collects a link's trace notes, to explain a failure.
+final class TraceNotes: Sendable {
+    private let notes = Mutex<[String]>([])
+    private let start = ContinuousClock.now
+
+    var tracer: LinkTracer {
+        LinkTracer { event in
+            guard case .note(let note) = event else { return }
+            let elapsed = ContinuousClock.now - self.start
+            self.notes.withLock { $0.append("[\(elapsed)] \(note)") }
+        }
+    }
+
+    var text: String { self.notes.withLock { $0.joined(separator: "; ") } }
 }

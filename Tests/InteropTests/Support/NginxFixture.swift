@@ -62,6 +62,10 @@ final class NginxFixture: Sendable {
                         default_type application/json;
                         return 200 '{"model":"nginx","ok":true}';
                     }
+                    # Answered with `Connection: close`, then nginx closes the connection.
+                    location = /last { keepalive_requests 1; default_type text/plain; return 200 'last'; }
+                    # nginx closes the connection after it has been idle for 1 s.
+                    location = /brief { keepalive_timeout 1s; default_type text/plain; return 200 'brief'; }
                 }
             }
 
