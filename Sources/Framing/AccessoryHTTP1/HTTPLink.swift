@@ -186,8 +186,9 @@ public final class HTTPLink: Sendable {
             self.forget(existing)
         }
         let isReopen = self.state.withLock { $0.opens > 0 }
-        let connection = try await self.open()
-        if isReopen && self.transport.reopenMayCarryStaleBytes {
+        let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
+        let connection = try await self.open(discardingInput: mustSettle)
+        if mustSettle {
             let handler = connection.handler
             try await self.eventLoop.flatSubmit { handler.value.settle() }.get()
         }
@@ -199,7 +200,9 @@ public final class HTTPLink: Sendable {
         return connection
     }
 
-    private func open() async throws -> Connection {
+    /// - Parameter discardingInput: start the guard in discard mode, so that stale bytes that
+    ///   arrive before ``HTTPLinkHandler/settle()`` takes over are dropped, not reported as stray.
+    private func open(discardingInput: Bool) async throws -> Connection {
         let configuration = self.configuration
         let eventLoop = self.eventLoop
         let handlerBox = HandlerSlot()
@@ -217,6 +220,8 @@ public final class HTTPLink: Sendable {
                                 value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: 16 * 1024, maximum: 256 * 1024)
                             )
                             let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
+                            // The channel reads as soon as it is active, before `settle()` runs.
+                            if discardingInput { guardHandler.mode = .discard }
                             let linkHandler = HTTPLinkHandler(configuration: configuration, guardHandler: guardHandler, eventLoop: eventLoop)
                             var limits = NIOHTTPDecoderLimitConfiguration()
                             limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize

@@ -1,6 +1,7 @@
 import Glibc
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// A serial tty (`/dev/ttyACM0`, `/dev/ttyUSB0`, a pty) used exclusively in raw mode.
 ///
@@ -16,6 +17,11 @@ public struct SerialTransport: ByteStreamTransport {
     public let path: String
     /// The line settings applied on every open.
     public let settings: SerialSettings
+    /// Ports this transport opened whose release (unlock, close) has not finished yet.
+    private let unreleased = UnreleasedPorts()
+
+    /// The longest `open` waits for this transport's previous port to be released.
+    static let releaseWait: Duration = .seconds(3)
 
     public init(path: String, settings: SerialSettings = SerialSettings()) {
         self.path = path
@@ -40,6 +46,13 @@ public struct SerialTransport: ByteStreamTransport {
         on eventLoop: any EventLoop,
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> (stream: OpenedByteStream, released: EventLoopFuture<Void>) {
+        // The port of a channel that was just closed is released on a thread pool, a moment
+        // later; until then it still holds the flock and a reopen (the link reopens after a
+        // framing error) would find the line "in use". Wait for it, bounded: `flock` decides.
+        let deadline = ContinuousClock.now + Self.releaseWait
+        while self.unreleased.count > 0 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))
+        }
         let port = try SerialPort.open(path: self.path, settings: self.settings)
         // NIO closes what it is given, so it gets a duplicate; the original keeps the lock and
         // is what the settings are restored through.
@@ -63,9 +76,12 @@ public struct SerialTransport: ByteStreamTransport {
             throw TransportError(.openFailed, "could not attach \(self.path) to the event loop: \(error)")
         }
         // The last close of a tty can wait for queued output to drain, so release off the loop.
+        let unreleased = self.unreleased
+        unreleased.add(1)
         let released = channel.closeFuture.flatMapWithEventLoop { _, loop in
             NIOThreadPool.singleton.runIfActive(eventLoop: loop) { port.release() }
         }
+        released.whenComplete { _ in unreleased.add(-1) }
         return (OpenedByteStream(channel: channel), released)
     }
 
@@ -99,4 +115,13 @@ public struct SerialTransport: ByteStreamTransport {
         }
         return try Self.currentSettings(descriptor: descriptor.rawValue)
     }
+}
+
+/// Counts the ports a ``SerialTransport`` (and its copies) opened and has not yet released.
+private final class UnreleasedPorts: Sendable {
+    private let value = Mutex(0)
+
+    var count: Int { self.value.withLock { $0 } }
+
+    func add(_ delta: Int) { self.value.withLock { $0 += delta } }
 }
