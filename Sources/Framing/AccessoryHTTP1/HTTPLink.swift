@@ -80,7 +80,13 @@ public final class HTTPLink: Sendable {
         let exchange: ExchangeHandle
         do {
             exchange = try await self.eventLoop.submit {
-                try handler.value.startExchange(id: id, head: head, body: start, deadline: nioDeadline, bodyHandler: handler)
+                try handler.value.startExchange(
+                    id: id,
+                    head: head,
+                    body: start,
+                    deadline: nioDeadline,
+                    bodyHandler: handler
+                )
             }.get()
         } catch {
             self.forget(connection)
@@ -142,7 +148,11 @@ public final class HTTPLink: Sendable {
                 } catch {
                     let failure =
                         error as? HTTPLinkError
-                        ?? HTTPLinkError(.requestBodyFailed, "the request body could not be read: \(error)", underlying: error)
+                        ?? HTTPLinkError(
+                            .requestBodyFailed,
+                            "the request body could not be read: \(error)",
+                            underlying: error
+                        )
                     eventLoop.execute { handler.value.failRequest(id: id, failure) }
                     throw failure
                 }
@@ -210,52 +220,44 @@ public final class HTTPLink: Sendable {
         let timeout = configuration.openTimeout
         let opened: OpenedByteStream
         do {
-            opened = try await withThrowingTaskGroup(of: OpenedByteStream?.self) { group in
-                group.addTask {
-                    try await transport.open(on: eventLoop) { channel in
-                        do {
-                            try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
-                            try channel.syncOptions?.setOption(
-                                ChannelOptions.recvAllocator,
-                                value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: 16 * 1024, maximum: 256 * 1024)
+            let configure: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+                do {
+                    try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+                    try channel.syncOptions?.setOption(
+                        ChannelOptions.recvAllocator,
+                        value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: 16 * 1024, maximum: 256 * 1024)
+                    )
+                    let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
+                    // The channel reads as soon as it is active, before `settle()` runs.
+                    if discardingInput { guardHandler.mode = .discard }
+                    let linkHandler = HTTPLinkHandler(
+                        configuration: configuration,
+                        guardHandler: guardHandler,
+                        eventLoop: eventLoop
+                    )
+                    var limits = NIOHTTPDecoderLimitConfiguration()
+                    limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
+                    limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
+                    limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
+                    try channel.pipeline.syncOperations.addHandlers([
+                        guardHandler,
+                        HTTPRequestEncoder(),
+                        ByteToMessageHandler(
+                            HTTPResponseDecoder(
+                                leftOverBytesStrategy: .dropBytes,
+                                informationalResponseStrategy: .forward,
+                                limitConfiguration: limits
                             )
-                            let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
-                            // The channel reads as soon as it is active, before `settle()` runs.
-                            if discardingInput { guardHandler.mode = .discard }
-                            let linkHandler = HTTPLinkHandler(configuration: configuration, guardHandler: guardHandler, eventLoop: eventLoop)
-                            var limits = NIOHTTPDecoderLimitConfiguration()
-                            limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
-                            limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
-                            limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
-                            try channel.pipeline.syncOperations.addHandlers([
-                                guardHandler,
-                                HTTPRequestEncoder(),
-                                ByteToMessageHandler(
-                                    HTTPResponseDecoder(
-                                        leftOverBytesStrategy: .dropBytes,
-                                        informationalResponseStrategy: .forward,
-                                        limitConfiguration: limits
-                                    )
-                                ),
-                                linkHandler,
-                            ])
-                            handlerBox.value.withLock { $0 = NIOLoopBound(linkHandler, eventLoop: eventLoop) }
-                            return channel.eventLoop.makeSucceededVoidFuture()
-                        } catch {
-                            return channel.eventLoop.makeFailedFuture(error)
-                        }
-                    }
+                        ),
+                        linkHandler,
+                    ])
+                    handlerBox.value.withLock { $0 = NIOLoopBound(linkHandler, eventLoop: eventLoop) }
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
                 }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let stream = first else {
-                    throw HTTPLinkError(.openTimeout, "opening \(transport) took longer than \(timeout)")
-                }
-                return stream
             }
+            opened = try await Self.open(transport, on: eventLoop, timeout: timeout, configure: configure)
         } catch let error as HTTPLinkError {
             throw error
         } catch let error as TransportError {
@@ -270,6 +272,45 @@ public final class HTTPLink: Sendable {
         return Connection(stream: opened, handler: handler)
     }
 
+    /// Opens `transport`, giving up after `timeout` or when the caller is cancelled — even if the
+    /// transport's `open` ignores cancellation (a blocking `open(2)` on a stuck tty, say): the
+    /// race is unstructured, and a stream that opens after the caller gave up is closed.
+    private static func open(
+        _ transport: any ByteStreamTransport,
+        on eventLoop: any EventLoop,
+        timeout: Duration,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        let outcome = OpenOutcome()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<OpenedByteStream, any Error>) in
+                outcome.install(continuation)
+                let opening = Task {
+                    do {
+                        let stream = try await transport.open(on: eventLoop, configure: configure)
+                        if !outcome.resume(with: .success(stream)) { stream.channel.close(promise: nil) }
+                    } catch {
+                        outcome.resume(with: .failure(error))
+                    }
+                }
+                let timer = Task {
+                    try await Task.sleep(for: timeout)
+                    if outcome.resume(
+                        with: .failure(HTTPLinkError(.openTimeout, "opening \(transport) took longer than \(timeout)"))
+                    ) {
+                        opening.cancel()
+                    }
+                }
+                outcome.onFinish { timer.cancel() }
+            }
+        } onCancel: {
+            outcome.resume(
+                with: .failure(HTTPLinkError(.cancelled, "the request was cancelled while the link was opening"))
+            )
+        }
+    }
+
     private func forget(_ connection: Connection) {
         self.state.withLock { state in
             if state.connection?.stream.channel === connection.stream.channel { state.connection = nil }
@@ -280,7 +321,9 @@ public final class HTTPLink: Sendable {
     /// Adds what the transport knows (a child's stderr and exit status…) to link failures.
     private func enrich(_ error: any Error, _ connection: Connection) async throws -> any Error {
         guard let linkError = error as? HTTPLinkError else {
-            if error is CancellationError { return HTTPLinkError(.cancelled, "the request was cancelled", underlying: error) }
+            if error is CancellationError {
+                return HTTPLinkError(.cancelled, "the request was cancelled", underlying: error)
+            }
             return error
         }
         switch linkError.code {
@@ -310,7 +353,11 @@ public final class HTTPLink: Sendable {
         do {
             return try HTTPRequestHead(request)
         } catch {
-            throw HTTPLinkError(.invalidRequest, "the request cannot be written as HTTP/1.1: \(error)", underlying: error)
+            throw HTTPLinkError(
+                .invalidRequest,
+                "the request cannot be written as HTTP/1.1: \(error)",
+                underlying: error
+            )
         }
     }
 }
@@ -318,4 +365,51 @@ public final class HTTPLink: Sendable {
 /// Carries the handler made inside the transport's pipeline set-up back to the opener.
 private final class HandlerSlot: Sendable {
     let value = Mutex<NIOLoopBound<HTTPLinkHandler>?>(nil)
+}
+
+/// The first of "opened", "failed", "timed out" and "cancelled" wins; the others are ignored.
+private final class OpenOutcome: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<OpenedByteStream, any Error>?
+        var early: Result<OpenedByteStream, any Error>?
+        var done = false
+        var onFinish: (@Sendable () -> Void)?
+    }
+
+    private let state = Mutex(State())
+
+    func install(_ continuation: CheckedContinuation<OpenedByteStream, any Error>) {
+        let early: Result<OpenedByteStream, any Error>? = self.state.withLock { state in
+            if let early = state.early { return early }
+            state.continuation = continuation
+            return nil
+        }
+        if let early { continuation.resume(with: early) }
+    }
+
+    func onFinish(_ body: @escaping @Sendable () -> Void) {
+        let runNow: Bool = self.state.withLock { state in
+            if state.done && state.continuation == nil { return true }
+            state.onFinish = body
+            return false
+        }
+        if runNow { body() }
+    }
+
+    /// Returns whether this result won.
+    @discardableResult
+    func resume(with result: Result<OpenedByteStream, any Error>) -> Bool {
+        let (won, continuation, finish):
+            (Bool, CheckedContinuation<OpenedByteStream, any Error>?, (@Sendable () -> Void)?) =
+                self.state.withLock { state in
+                    guard !state.done else { return (false, nil, nil) }
+                    state.done = true
+                    if state.continuation == nil { state.early = result }
+                    defer { state.continuation = nil }
+                    return (true, state.continuation, state.onFinish)
+                }
+        continuation?.resume(with: result)
+        finish?()
+        return won
+    }
 }
