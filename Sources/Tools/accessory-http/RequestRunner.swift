@@ -9,8 +9,10 @@ struct RequestRunner {
     let options: RequestOptions
 
     func run(method: HTTPRequest.Method, path: String, progressBar: Bool = false) async throws(CLIError) {
-        let (client, config) = try self.makeClient()
+        let (client, config, renderer) = try self.makeClient()
         defer { Task { await client.shutdown() } }
+        // The last message's "bytes not shown" note would otherwise wait for a next message.
+        defer { renderer?.flushHidden() }
         var request: AccessoryRequest
         do {
             request = try AccessoryRequest(method: method, url: path)
@@ -41,12 +43,11 @@ struct RequestRunner {
         }
     }
 
-    private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?) {
-        let (client, config) = try self.globals.makeClient(
+    private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
+        try self.globals.makeClient(
             redirects: RedirectPolicy(maxRedirects: self.options.maxRedirs),
             connectTimeout: self.options.connectTimeout
         )
-        return (client, config)
     }
 
     private func printResponse(_ client: AccessoryClient, _ request: AccessoryRequest, method: HTTPRequest.Method) async throws -> HTTPResponse.Status {
