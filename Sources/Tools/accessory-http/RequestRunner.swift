@@ -68,10 +68,36 @@ struct RequestRunner {
         let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
         var progress: (@Sendable (TransferProgress) -> Void)? = nil
         if let bar { progress = { bar.update($0) } }
-        let head = try await client.download(request, to: path, progress: progress)
+        // The client writes the body whatever the status; with --fail an error body must not
+        // replace the file, so download beside it and move it into place only on success.
+        let staged = self.options.fail && !Self.isSpecialFile(path)
+        let target = staged ? "\(path).accessory-http-\(String(UInt32.random(in: 0 ... .max), radix: 16)).fail" : path
+        let head: HTTPResponse
+        do {
+            head = try await client.download(request, to: target, progress: progress)
+        } catch {
+            if staged { _ = unlink(target) }
+            throw error
+        }
+        if staged {
+            if head.status.code >= 400 {
+                _ = unlink(target)
+            } else if rename(target, path) != 0 {
+                let reason = String(cString: strerror(errno))
+                _ = unlink(target)
+                throw CLIError(.file, "cannot move the download into place at \(path): \(reason)")
+            }
+        }
         bar?.finish()
         if self.options.include { StandardOutput.write(Self.render(head)) }
         return head.status
+    }
+
+    /// True for an existing destination that is not a regular file (`/dev/null`, a FIFO).
+    private static func isSpecialFile(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return false }
+        return (info.st_mode & S_IFMT) != S_IFREG
     }
 
     static func render(_ head: HTTPResponse) -> String {
