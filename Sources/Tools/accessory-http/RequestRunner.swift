@@ -26,10 +26,16 @@ struct RequestRunner {
 
         let status: HTTPResponse.Status
         do {
-            if let output = self.options.output {
-                status = try await self.download(client, request, to: output, progressBar: progressBar)
-            } else {
-                status = try await self.printResponse(client, request, method: method)
+            status = try await withTaskCancellationHandler {
+                if let output = self.options.output {
+                    return try await self.download(client, request, to: output, progressBar: progressBar)
+                } else {
+                    return try await self.printResponse(client, request, method: method)
+                }
+            } onCancel: {
+                // A cancelled exchange waits for the device to finish answering (so a link can be
+                // reused); this run will not reuse it, so close it and stop at once.
+                Task { await client.shutdown() }
             }
         } catch {
             await client.shutdown()
