@@ -226,3 +226,32 @@ struct DeviceChoiceTests {
         #expect(headers?["host"] == "from-option", "\(result)")
     }
 }
+
+/// SIGINT and SIGTERM end a request promptly with 130 and leave no partial file behind.
+@Suite("interruption")
+struct InterruptionTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    @Test(arguments: zip([SIGINT, SIGTERM, SIGINT], ["download", "download", "get"]))
+    func aSignalInterruptsARequest(signal: Int32, command: String) async throws {
+        let path = scratch.file("interrupted-\(signal)-\(command).bin")
+        let child = try startCLI(["--device", "emulator", "-v", command, "/delay/10", "-o", path], scratch: scratch)
+        // Signal once the request is on the wire, so the exchange itself is what gets interrupted.
+        let sent = await eventually { child.stderrSoFar.contains("> GET /delay/10") || !child.isRunning }
+        #expect(sent, "the request was never sent: \(child.stderrSoFar)")
+        let signalled = ContinuousClock.now
+        child.signal(signal)
+        let result = await child.finish(timeout: 5)
+        let afterSignal = ContinuousClock.now - signalled
+        #expect(!result.timedOut, "\(result)")
+        #expect(result.status == 130, "\(result)")
+        #expect(result.stderr.hasSuffix("accessory-http: interrupted\n"), "\(result)")
+        #expect(afterSignal < .seconds(2), "the pending exchange is abandoned, not waited for (\(afterSignal)): \(result)")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.hasPrefix("interrupted") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+    }
+}
