@@ -191,3 +191,68 @@ struct RequestCommandTests {
         #expect(result.stderr.contains("redirect"), "\(result)")
     }
 }
+
+/// The progress bar of `download` appears only when stderr is a terminal (`script` gives it a pty).
+@Suite("progress bar")
+struct ProgressBarTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    @Test(arguments: [("bytes", true), ("stream", false)])
+    func downloadOnATerminalDrawsAProgressBar(endpoint: String, knowsLength: Bool) async throws {
+        guard let script = which("script") else {
+            Issue.record("script (util-linux) is not installed")
+            return
+        }
+        let count = 3_000_000
+        let path = scratch.file("tty-\(endpoint).bin")
+        let command = "'\(try CLIBinary.url().path)' --device emulator download /\(endpoint)/\(count) -o '\(path)'"
+        await Gate.cli.enter()
+        let result = try await run(script, ["-qfec", command, "/dev/null"], scratch: scratch)
+        await Gate.cli.leave()
+        #expect(result.status == 0, "\(result)")
+        let screen = result.stdoutText
+        if knowsLength {
+            #expect(screen.contains("100%"), "\(result)")
+            #expect(screen.contains("2.9 MiB / 2.9 MiB"), "\(result)")
+        } else {
+            #expect(!screen.contains("%"), "no percentage without a length: \(result)")
+            #expect(screen.contains("2.9 MiB"), "\(result)")
+        }
+        #expect(screen.hasSuffix("\r\n"), "the bar ends its line: \(result)")
+        let bytes = readFile(path) ?? []
+        #expect(bytes.count == count)
+        #expect(sha256(bytes) == Pattern.sha256(count: count))
+    }
+}
+
+@Suite("help and version")
+struct HelpTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    @Test func helpListsTheCommandsAndExitCodes() async throws {
+        let result = try await runCLI(["--help"], scratch: scratch)
+        #expect(result.status == 0, "\(result)")
+        for word in ["get", "head", "delete", "post", "put", "request", "download", "serve", "64 usage error"] {
+            #expect(result.stdoutText.contains(word), "\(word): \(result)")
+        }
+    }
+
+    @Test func versionPrintsAVersion() async throws {
+        let result = try await runCLI(["--version"], scratch: scratch)
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdoutText.first?.isNumber == true, "\(result)")
+    }
+
+    @Test func anUnknownSubcommandIsAUsageError() async throws {
+        let result = try await runCLI(["--device", "emulator", "fetch", "/status"], scratch: scratch)
+        #expect(result.status == 64, "\(result)")
+    }
+}
