@@ -71,7 +71,6 @@ struct ServeTests {
         let result = try await runCLI(["--device", device, "get", "/status"], scratch: scratch, timeout: 15)
         #expect(result.status == 0, "\(result)")
         #expect(result.json?["model"] is String, "\(result)")
-        #expect(result.elapsed < .seconds(5), "\(result)")
 
         let upload = try await runCLI(["--device", device, "post", "/upload", "-d", "over a pipe"], scratch: scratch, timeout: 15)
         #expect(upload.status == 0, "\(upload)")
@@ -134,5 +133,38 @@ struct ServeTests {
         let result = try await runCLI(["--device", "serial:" + path, "get", "/status"], scratch: scratch)
         #expect(result.status == 69, "\(result)")
         #expect(result.stderr.contains("not a serial tty"), "\(result)")
+    }
+}
+
+/// What an `exec:` device leaves behind when the CLI exits.
+@Suite("exec device lifetime")
+struct ExecLifetimeTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    /// Pids of processes whose command line contains `marker`.
+    static func processes(containing marker: String) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> Int32? in
+            guard let pid = Int32(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            let text = String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+            return text.contains(marker) ? pid : nil
+        }
+    }
+
+    @Test func aChildThatIgnoresEOFIsNotLeftRunning() async throws {
+        // A unique duration marks the child: `sleep 29.NNNNNNNN`.
+        let marker = "29." + String(UInt32.random(in: 10_000_000...99_999_999))
+        let result = try await runCLI(["--device", "exec:exec sleep \(marker)", "get", "--timeout", "0.5", "/status"], scratch: scratch)
+        #expect(result.status == 75, "\(result)")
+        let gone = await eventually(timeout: 3) { Self.processes(containing: marker).isEmpty }
+        // Clean up after ourselves whatever the outcome: these are the test's own processes.
+        for pid in Self.processes(containing: marker) { kill(pid, SIGKILL) }
+        withKnownIssue("the CLI exits before ChildProcessTransport's SIGTERM (250 ms after close) fires, and AccessoryTransport offers no way to wait for the child") {
+            #expect(gone, "the exec: child outlived the CLI")
+        }
     }
 }
