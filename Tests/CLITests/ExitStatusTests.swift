@@ -117,10 +117,12 @@ struct ExitStatusTests {
         #expect(result.stderr.contains("/nonexistent/file.bin"), "\(result)")
     }
 
-    @Test func anUnwritableOutputFileIsAFileError() async throws {
-        let result = try await cli(["--device", "emulator", "get", "/bytes/100", "-o", "/nonexistent/dir/out.bin"])
+    @Test(arguments: [[], ["--fail"]])
+    func anUnwritableOutputFileIsAFileError(extra: [String]) async throws {
+        let result = try await cli(["--device", "emulator", "get", "/bytes/100", "-o", "/nonexistent/dir/out.bin"] + extra)
         #expect(result.status == 74, "\(result)")
-        #expect(result.stderr.contains("/nonexistent/dir/out.bin"), "\(result)")
+        #expect(result.stderr.contains("cannot write /nonexistent/dir/out.bin"), "\(result)")
+        #expect(!result.stderr.contains(".fail"), "no staging name in the message: \(result)")
     }
 
     @Test func aMissingUnixSocketIsATransportFailure() async throws {

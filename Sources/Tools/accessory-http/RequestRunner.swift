@@ -82,8 +82,10 @@ struct RequestRunner {
         do {
             head = try await client.download(request, to: target, progress: progress)
         } catch {
-            if staged { _ = unlink(target) }
-            throw error
+            guard staged else { throw error }
+            _ = unlink(target)
+            // Name the user's path, not the staging file, in the message.
+            throw CLIError(ExitStatus(for: error), error.message.replacing(target, with: path))
         }
         if staged {
             if head.status.code >= 400 {
