@@ -42,6 +42,12 @@ func runReportingErrors(_ body: @escaping @Sendable () async throws -> Void) asy
     do {
         try await task.value
     } catch let error as CLIError {
+        // RequestRunner turns a cancelled exchange into a CLIError too; after SIGINT/SIGTERM
+        // that is an interruption, not a failure.
+        if task.isCancelled {
+            StandardError.write("accessory-http: interrupted\n")
+            throw ExitCode(130)
+        }
         StandardError.write("accessory-http: \(error.message)\n")
         throw error.status.exitCode
     } catch is CancellationError {

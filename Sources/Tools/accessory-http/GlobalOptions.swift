@@ -76,11 +76,12 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
-    /// Builds a client for the chosen device with this run's settings.
+    /// Builds a client for the chosen device with this run's settings, and the `-v` trace
+    /// renderer if there is one (flush it when the exchange ends).
     func makeClient(
         redirects: RedirectPolicy = .default,
         connectTimeout: Double? = nil
-    ) throws(CLIError) -> (AccessoryClient, ConfigFile?) {
+    ) throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         let (spec, config) = try self.resolveDevice()
         let transport = try Self.clientTransport(for: spec)
         var configuration = AccessoryClient.Configuration()
@@ -88,7 +89,8 @@ struct GlobalOptions: ParsableArguments {
         if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }
         configuration.redirects = redirects
         if let connectTimeout { configuration.link.openTimeout = .seconds(connectTimeout) }
-        if self.verbose { configuration.link.tracer = TraceRenderer(limit: self.traceLimit).tracer }
-        return (AccessoryClient(transport: transport, configuration: configuration), config)
+        let renderer = self.verbose ? TraceRenderer(limit: self.traceLimit) : nil
+        if let renderer { configuration.link.tracer = renderer.tracer }
+        return (AccessoryClient(transport: transport, configuration: configuration), config, renderer)
     }
 }

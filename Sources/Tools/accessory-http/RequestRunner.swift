@@ -9,8 +9,10 @@ struct RequestRunner {
     let options: RequestOptions
 
     func run(method: HTTPRequest.Method, path: String, progressBar: Bool = false) async throws(CLIError) {
-        let (client, config) = try self.makeClient()
+        let (client, config, renderer) = try self.makeClient()
         defer { Task { await client.shutdown() } }
+        // The last message's "bytes not shown" note would otherwise wait for a next message.
+        defer { renderer?.flushHidden() }
         var request: AccessoryRequest
         do {
             request = try AccessoryRequest(method: method, url: path)
@@ -24,10 +26,16 @@ struct RequestRunner {
 
         let status: HTTPResponse.Status
         do {
-            if let output = self.options.output {
-                status = try await self.download(client, request, to: output, progressBar: progressBar)
-            } else {
-                status = try await self.printResponse(client, request, method: method)
+            status = try await withTaskCancellationHandler {
+                if let output = self.options.output {
+                    return try await self.download(client, request, to: output, progressBar: progressBar)
+                } else {
+                    return try await self.printResponse(client, request, method: method)
+                }
+            } onCancel: {
+                // A cancelled exchange waits for the device to finish answering (so a link can be
+                // reused); this run will not reuse it, so close it and stop at once.
+                Task { await client.shutdown() }
             }
         } catch {
             await client.shutdown()
@@ -41,12 +49,11 @@ struct RequestRunner {
         }
     }
 
-    private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?) {
-        let (client, config) = try self.globals.makeClient(
+    private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
+        try self.globals.makeClient(
             redirects: RedirectPolicy(maxRedirects: self.options.maxRedirs),
             connectTimeout: self.options.connectTimeout
         )
-        return (client, config)
     }
 
     private func printResponse(_ client: AccessoryClient, _ request: AccessoryRequest, method: HTTPRequest.Method) async throws -> HTTPResponse.Status {
@@ -67,10 +74,38 @@ struct RequestRunner {
         let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
         var progress: (@Sendable (TransferProgress) -> Void)? = nil
         if let bar { progress = { bar.update($0) } }
-        let head = try await client.download(request, to: path, progress: progress)
+        // The client writes the body whatever the status; with --fail an error body must not
+        // replace the file, so download beside it and move it into place only on success.
+        let staged = self.options.fail && !Self.isSpecialFile(path)
+        let target = staged ? "\(path).accessory-http-\(String(UInt32.random(in: 0 ... .max), radix: 16)).fail" : path
+        let head: HTTPResponse
+        do {
+            head = try await client.download(request, to: target, progress: progress)
+        } catch {
+            guard staged else { throw error }
+            _ = unlink(target)
+            // Name the user's path, not the staging file, in the message.
+            throw CLIError(ExitStatus(for: error), error.message.replacing(target, with: path))
+        }
+        if staged {
+            if head.status.code >= 400 {
+                _ = unlink(target)
+            } else if rename(target, path) != 0 {
+                let reason = String(cString: strerror(errno))
+                _ = unlink(target)
+                throw CLIError(.file, "cannot move the download into place at \(path): \(reason)")
+            }
+        }
         bar?.finish()
         if self.options.include { StandardOutput.write(Self.render(head)) }
         return head.status
+    }
+
+    /// True for an existing destination that is not a regular file (`/dev/null`, a FIFO).
+    private static func isSpecialFile(_ path: String) -> Bool {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return false }
+        return (info.st_mode & S_IFMT) != S_IFREG
     }
 
     static func render(_ head: HTTPResponse) -> String {

@@ -1,0 +1,258 @@
+import Foundation
+import Testing
+
+/// The request commands against `--device emulator` (the emulated accessory in the CLI's own process).
+@Suite("request commands")
+struct RequestCommandTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    func cli(_ arguments: [String], stdin: [UInt8]? = nil, env: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation) async throws -> RunResult {
+        try await runCLI(arguments, scratch: self.scratch, env: env, stdin: stdin, sourceLocation: sourceLocation)
+    }
+
+    @Test func getStatusPrintsTheIdentityAsJSON() async throws {
+        let result = try await cli(["--device", "emulator", "get", "/status"])
+        #expect(result.status == 0, "\(result)")
+        let json = try #require(result.json, "\(result)")
+        #expect(json["model"] is String)
+        #expect(json["serialNumber"] is String)
+        #expect(json["firmwareVersion"] is String)
+        #expect(json["uptimeSeconds"] is Int)
+        #expect(result.stderr.isEmpty, "\(result)")
+    }
+
+    @Test func globalOptionsWorkAfterTheSubcommandToo() async throws {
+        let result = try await cli(["get", "/status", "--device", "emulator"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.json?["model"] is String, "\(result)")
+    }
+
+    @Test func includePrintsTheHeadThenTheBody() async throws {
+        let result = try await cli(["--device", "emulator", "get", "-i", "/status"])
+        #expect(result.status == 0, "\(result)")
+        let text = result.stdoutText
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(result)")
+        let parts = text.components(separatedBy: "\r\n\r\n")
+        #expect(parts.count == 2, "\(result)")
+        let head = parts[0].lowercased()
+        #expect(head.contains("\r\ncontent-type: application/json"), "\(result)")
+        let body = parts.count == 2 ? parts[1] : ""
+        let json = (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
+        #expect(json?["model"] is String, "\(result)")
+    }
+
+    @Test func headPrintsTheHeadAndNoBody() async throws {
+        let result = try await cli(["--device", "emulator", "head", "/status"])
+        #expect(result.status == 0, "\(result)")
+        let text = result.stdoutText
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n"), "\(result)")
+        #expect(text.hasSuffix("\r\n\r\n"), "\(result)")
+        #expect(text.components(separatedBy: "\r\n\r\n").count == 2, "exactly one head and nothing after it: \(result)")
+        #expect(!text.contains("{"), "\(result)")
+    }
+
+    @Test func deleteSendsDELETE() async throws {
+        let result = try await cli(["--device", "emulator", "delete", "/echo"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.json?["method"] as? String == "DELETE", "\(result)")
+        #expect(result.json?["bodyLength"] as? Int == 0, "\(result)")
+    }
+
+    @Test func postSendsTheDataAsGiven() async throws {
+        let result = try await cli(["--device", "emulator", "post", "/echo", "-d", "hello=world&x=1"])
+        #expect(result.status == 0, "\(result)")
+        let json = try #require(result.json, "\(result)")
+        #expect(json["method"] as? String == "POST")
+        #expect(json["body"] as? String == "hello=world&x=1")
+        #expect(json["bodyLength"] as? Int == 15)
+    }
+
+    @Test func postFromAFileUploadsItExactly() async throws {
+        var bytes = [UInt8](repeating: 0, count: 300_001)
+        for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 7 &+ index >> 9) }
+        let path = scratch.file("upload.bin")
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let result = try await cli(["--device", "emulator", "post", "/upload", "-d", "@" + path])
+        #expect(result.status == 0, "\(result)")
+        let json = try #require(result.json, "\(result)")
+        #expect(json["length"] as? Int == bytes.count)
+        #expect(json["sha256"] as? String == sha256(bytes))
+    }
+
+    @Test func postFromStandardInput() async throws {
+        let bytes = Array(repeating: Array("line of stdin\n".utf8), count: 10_000).flatMap { $0 }
+        let result = try await cli(["--device", "emulator", "post", "/upload", "-d", "@-"], stdin: bytes)
+        #expect(result.status == 0, "\(result)")
+        let json = try #require(result.json, "\(result)")
+        #expect(json["length"] as? Int == bytes.count)
+        #expect(json["sha256"] as? String == sha256(bytes))
+    }
+
+    @Test func putSendsPUT() async throws {
+        let result = try await cli(["--device", "emulator", "put", "/echo", "-d", "{\"a\":1}"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.json?["method"] as? String == "PUT", "\(result)")
+        #expect(result.json?["body"] as? String == "{\"a\":1}", "\(result)")
+    }
+
+    @Test func requestSendsAnyMethod() async throws {
+        let result = try await cli(["--device", "emulator", "request", "-X", "PATCH", "/echo", "-d", "x"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.json?["method"] as? String == "PATCH", "\(result)")
+        #expect(result.json?["body"] as? String == "x", "\(result)")
+    }
+
+    @Test func requestRefusesAnInvalidMethod() async throws {
+        let result = try await cli(["--device", "emulator", "request", "-X", "BAD METHOD", "/echo"])
+        #expect(result.status == 64, "\(result)")
+    }
+
+    @Test func headersAreSent() async throws {
+        let result = try await cli(["--device", "emulator", "get", "/echo", "-H", "X-Test: 1", "-H", "X-Other:  two words "])
+        #expect(result.status == 0, "\(result)")
+        let headers = try #require(result.json?["headers"] as? [String: String], "\(result)")
+        #expect(headers["x-test"] == "1", "\(headers)")
+        #expect(headers["x-other"] == "two words", "\(headers)")
+    }
+
+    @Test func outputWritesTheBodyToAFile() async throws {
+        let count = 5 * 1024 * 1024
+        let path = scratch.file("out.bin")
+        let result = try await cli(["--device", "emulator", "get", "/bytes/\(count)", "-o", path])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.isEmpty, "\(result)")
+        let bytes = try #require(readFile(path))
+        #expect(bytes.count == count)
+        #expect(sha256(bytes) == Pattern.sha256(count: count))
+    }
+
+    @Test func downloadWithoutATerminalDrawsNoProgressBar() async throws {
+        let count = 3 * 1024 * 1024 + 17
+        let path = scratch.file("download.bin")
+        let result = try await cli(["--device", "emulator", "download", "/stream/\(count)", "-o", path])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stderr.isEmpty, "no progress bar when stderr is a pipe: \(result)")
+        #expect(result.stdout.isEmpty, "\(result)")
+        let bytes = try #require(readFile(path))
+        #expect(bytes.count == count)
+        #expect(sha256(bytes) == Pattern.sha256(count: count))
+    }
+
+    @Test func downloadNeedsAnOutputFile() async throws {
+        let result = try await cli(["--device", "emulator", "download", "/bytes/10"])
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains("-o"), "\(result)")
+    }
+
+    @Test func basicAuthentication() async throws {
+        let good = try await cli(["--device", "emulator", "get", "--user", "alice:s3cret", "/basic-auth/alice/s3cret"])
+        #expect(good.status == 0, "\(good)")
+        #expect(good.json?["authenticated"] as? Bool == true, "\(good)")
+        #expect(good.json?["user"] as? String == "alice", "\(good)")
+
+        let bad = try await cli(["--device", "emulator", "get", "--fail", "--user", "alice:wrong", "/basic-auth/alice/s3cret"])
+        #expect(bad.status == 22, "\(bad)")
+        #expect(bad.stdout.isEmpty, "\(bad)")
+    }
+
+    @Test(arguments: ["MD5", "SHA-256"])
+    func digestAuthentication(algorithm: String) async throws {
+        let result = try await cli(["--device", "emulator", "get", "--user", "bob:pa55", "/digest-auth/auth/bob/pa55/\(algorithm)"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.json?["authenticated"] as? Bool == true, "\(result)")
+        #expect(result.json?["user"] as? String == "bob", "\(result)")
+
+        let wrong = try await cli(["--device", "emulator", "get", "-i", "--user", "bob:nope", "/digest-auth/auth/bob/pa55/\(algorithm)"])
+        #expect(wrong.status == 0, "without --fail a 401 is still a successful exchange: \(wrong)")
+        #expect(wrong.stdoutText.hasPrefix("HTTP/1.1 401 "), "\(wrong)")
+    }
+
+    @Test func redirectsAreFollowed() async throws {
+        let result = try await cli(["--device", "emulator", "get", "/redirect/3"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.json?["model"] is String, "ends at /status: \(result)")
+    }
+
+    @Test func maxRedirsZeroReturnsTheRedirect() async throws {
+        let result = try await cli(["--device", "emulator", "get", "-i", "--max-redirs", "0", "/redirect/3"])
+        #expect(result.status == 0, "\(result)")
+        let text = result.stdoutText
+        #expect(text.hasPrefix("HTTP/1.1 302 Found\r\n"), "\(result)")
+        #expect(text.lowercased().contains("\r\nlocation: /redirect/2\r\n"), "\(result)")
+    }
+
+    @Test func tooManyRedirectsFails() async throws {
+        let result = try await cli(["--device", "emulator", "get", "--max-redirs", "2", "/redirect/5"])
+        #expect(result.status == 76, "\(result)")
+        #expect(result.stderr.contains("redirect"), "\(result)")
+    }
+}
+
+/// The progress bar of `download` appears only when stderr is a terminal (`script` gives it a pty).
+@Suite("progress bar")
+struct ProgressBarTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    @Test(arguments: [("bytes", true), ("stream", false)])
+    func downloadOnATerminalDrawsAProgressBar(endpoint: String, knowsLength: Bool) async throws {
+        guard let script = which("script") else {
+            Issue.record("script (util-linux) is not installed")
+            return
+        }
+        let count = 3_000_000
+        let path = scratch.file("tty-\(endpoint).bin")
+        let command = "'\(try CLIBinary.url().path)' --device emulator download /\(endpoint)/\(count) -o '\(path)'"
+        await Gate.cli.enter()
+        let result = try await run(script, ["-qfec", command, "/dev/null"], scratch: scratch)
+        await Gate.cli.leave()
+        #expect(result.status == 0, "\(result)")
+        let screen = result.stdoutText
+        if knowsLength {
+            #expect(screen.contains("100%"), "\(result)")
+            #expect(screen.contains("2.9 MiB / 2.9 MiB"), "\(result)")
+        } else {
+            #expect(!screen.contains("%"), "no percentage without a length: \(result)")
+            #expect(screen.contains("2.9 MiB"), "\(result)")
+        }
+        #expect(screen.hasSuffix("\r\n"), "the bar ends its line: \(result)")
+        let bytes = readFile(path) ?? []
+        #expect(bytes.count == count)
+        #expect(sha256(bytes) == Pattern.sha256(count: count))
+    }
+}
+
+@Suite("help and version")
+struct HelpTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    @Test func helpListsTheCommandsAndExitCodes() async throws {
+        let result = try await runCLI(["--help"], scratch: scratch)
+        #expect(result.status == 0, "\(result)")
+        for word in ["get", "head", "delete", "post", "put", "request", "download", "serve", "64 usage error"] {
+            #expect(result.stdoutText.contains(word), "\(word): \(result)")
+        }
+    }
+
+    @Test func versionPrintsAVersion() async throws {
+        let result = try await runCLI(["--version"], scratch: scratch)
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdoutText.first?.isNumber == true, "\(result)")
+    }
+
+    @Test func anUnknownSubcommandIsAUsageError() async throws {
+        let result = try await runCLI(["--device", "emulator", "fetch", "/status"], scratch: scratch)
+        #expect(result.status == 64, "\(result)")
+    }
+}
