@@ -32,7 +32,7 @@ struct OpenTimeoutTests {
         } throws: { error in
             (error as? HTTPLinkError)?.code == .openTimeout
         }
-        #expect(ContinuousClock.now - started < .seconds(1.5))
+        #expect(ContinuousClock.now - started < .seconds(2.5))  // the stuck open lasts 3 s
     }
 
     @Test("cancelling the caller while the link opens ends the wait at once")
@@ -46,6 +46,6 @@ struct OpenTimeoutTests {
         task.cancel()
         let result = await task.result
         #expect(throws: HTTPLinkError.self) { try result.get() }
-        #expect(ContinuousClock.now - started < .seconds(1.5))
+        #expect(ContinuousClock.now - started < .seconds(2.5))  // the stuck open lasts 3 s
     }
 }

@@ -163,8 +163,6 @@ struct ExecLifetimeTests {
         let gone = await eventually(timeout: 3) { Self.processes(containing: marker).isEmpty }
         // Clean up after ourselves whatever the outcome: these are the test's own processes.
         for pid in Self.processes(containing: marker) { kill(pid, SIGKILL) }
-        withKnownIssue("the CLI exits before ChildProcessTransport's SIGTERM (250 ms after close) fires, and AccessoryTransport offers no way to wait for the child") {
-            #expect(gone, "the exec: child outlived the CLI")
-        }
+        #expect(gone, "the exec: child outlived the CLI")
     }
 }

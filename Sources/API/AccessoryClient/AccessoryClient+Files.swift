@@ -35,7 +35,7 @@ extension AccessoryClient {
                 eventLoop: MultiThreadedEventLoopGroup.singleton.next()
             ).get()
         } catch {
-            throw AccessoryClientError(.fileError, "cannot write \(temporaryPath): \(error)", underlying: error)
+            throw AccessoryClientError(.fileError, "cannot write \(path): \(Self.describe(error))", underlying: error)
         }
         var completed = false
         defer {
@@ -52,7 +52,7 @@ extension AccessoryClient {
                 do {
                     try await fileIO.write(fileHandle: handle, buffer: buffer)
                 } catch {
-                    throw AccessoryClientError(.fileError, "cannot write \(path): \(error)", underlying: error)
+                    throw AccessoryClientError(.fileError, "cannot write \(path): \(Self.describe(error))", underlying: error)
                 }
                 written += Int64(buffer.readableBytes)
                 progress?(TransferProgress(bytesTransferred: written, totalBytes: total))
@@ -105,7 +105,7 @@ extension AccessoryClient {
                     eventLoop: MultiThreadedEventLoopGroup.singleton.next()
                 ).get().0
             } catch {
-                throw AccessoryClientError(.fileError, "cannot read \(path): \(error)", underlying: error)
+                throw AccessoryClientError(.fileError, "cannot read \(path): \(Self.describe(error))", underlying: error)
             }
             defer { try? handle.close() }
             var sent: Int64 = 0
@@ -115,7 +115,7 @@ extension AccessoryClient {
                 do {
                     chunk = try await fileIO.read(fileHandle: handle, byteCount: 64 * 1024, allocator: ByteBufferAllocator())
                 } catch {
-                    throw AccessoryClientError(.fileError, "cannot read \(path): \(error)", underlying: error)
+                    throw AccessoryClientError(.fileError, "cannot read \(path): \(Self.describe(error))", underlying: error)
                 }
                 if chunk.readableBytes == 0 { break }
                 if let length, sent + Int64(chunk.readableBytes) > Int64(length) {
@@ -129,6 +129,12 @@ extension AccessoryClient {
                 throw AccessoryClientError(.fileError, "\(path) shrank while it was being sent")
             }
         }
+    }
+
+    /// NIO's file errors name the system call; people want the reason.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)) }
+        return "\(error)"
     }
 
     static func isSpecialFile(_ path: String) -> Bool {

@@ -109,7 +109,9 @@ public struct HTTPResponder: Sendable {
                     }
                 }
         } catch {
-            throw ResponderError(.setupFailed, "could not listen on unix socket \(path): \(error)")
+            // NIO's IOError names the system call; the reason is what people need.
+            let reason = (error as? IOError).map { String(cString: strerror($0.errnoCode)) } ?? "\(error)"
+            throw ResponderError(.setupFailed, "could not listen on unix socket \(path): \(reason)")
         }
         defer { _ = unlink(path) }
         do {

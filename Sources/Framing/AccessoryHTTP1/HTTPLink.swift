@@ -31,6 +31,9 @@ public final class HTTPLink: Sendable {
         var connection: Connection?
         var opens = 0
         var isShutDown = false
+        /// Streams closed by the link that may still be releasing (a child being reaped…),
+        /// so that `shutdown` can wait for them too.
+        var releasing: [ObjectIdentifier: OpenedByteStream] = [:]
     }
 
     public init(
@@ -110,17 +113,23 @@ public final class HTTPLink: Sendable {
         }
     }
 
-    /// Closes the link. Exchanges in progress fail; later ones throw `.shutDown`.
+    /// Closes the link and waits until the transport has released what it held (a child
+    /// process reaped, a serial line's settings restored). Exchanges in progress fail; later
+    /// ones throw `.shutDown`.
     public func shutdown() async {
         let connection: Connection? = self.state.withLock { state in
             state.isShutDown = true
             defer { state.connection = nil }
             return state.connection
         }
-        guard let connection else { return }
-        let handler = connection.handler
-        self.eventLoop.execute { handler.value.close(reason: HTTPLinkError(.shutDown, "the link was shut down")) }
-        try? await connection.stream.channel.closeFuture.get()
+        if let connection {
+            let handler = connection.handler
+            self.eventLoop.execute { handler.value.close(reason: HTTPLinkError(.shutDown, "the link was shut down")) }
+            await connection.stream.waitUntilReleased()
+        }
+        for stream in self.state.withLock({ Array($0.releasing.values) }) {
+            await stream.waitUntilReleased()
+        }
     }
 
     // MARK: Exchange
@@ -312,10 +321,18 @@ public final class HTTPLink: Sendable {
     }
 
     private func forget(_ connection: Connection) {
-        self.state.withLock { state in
-            if state.connection?.stream.channel === connection.stream.channel { state.connection = nil }
+        let stream = connection.stream
+        let key = ObjectIdentifier(stream.channel)
+        let isNew: Bool = self.state.withLock { state in
+            if state.connection?.stream.channel === stream.channel { state.connection = nil }
+            return state.releasing.updateValue(stream, forKey: key) == nil
         }
-        connection.stream.channel.close(promise: nil)
+        stream.channel.close(promise: nil)
+        guard isNew else { return }
+        Task {
+            await stream.waitUntilReleased()
+            self.state.withLock { _ = $0.releasing.removeValue(forKey: key) }
+        }
     }
 
     /// Adds what the transport knows (a child's stderr and exit status…) to link failures.

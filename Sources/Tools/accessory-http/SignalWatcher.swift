@@ -12,6 +12,9 @@ final class SignalWatcher {
     init(_ onSignal: @escaping @Sendable () -> Void) {
         var sources: [any DispatchSourceSignal] = []
         for number in [SIGINT, SIGTERM] {
+            // The default action must be off before the source exists; on Linux, libdispatch
+            // installs its own handler when the source resumes, and SIG_IGN set after that
+            // would disable the source.
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             let seen = SignalCount()

@@ -33,10 +33,28 @@ extension ByteStreamTransport {
 public struct OpenedByteStream: Sendable {
     public let channel: any Channel
     private let diagnosticsProvider: @Sendable () async -> String?
+    private let releasedProvider: (@Sendable () async -> Void)?
 
-    public init(channel: any Channel, diagnostics: @escaping @Sendable () async -> String? = { nil }) {
+    /// - Parameters:
+    ///   - diagnostics: what the transport can add to an error message after a failure.
+    ///   - released: waits until everything the stream held is given back after the channel
+    ///     closed (a child reaped, a tty's settings restored and its lock released). `nil`:
+    ///     closing the channel releases everything.
+    public init(
+        channel: any Channel,
+        diagnostics: @escaping @Sendable () async -> String? = { nil },
+        released: (@Sendable () async -> Void)? = nil
+    ) {
         self.channel = channel
         self.diagnosticsProvider = diagnostics
+        self.releasedProvider = released
+    }
+
+    /// Waits until the channel has closed and the transport has released what it held, so a
+    /// process can exit without leaving a child running or a serial line in raw mode.
+    public func waitUntilReleased() async {
+        try? await self.channel.closeFuture.get()
+        await self.releasedProvider?()
     }
 
     /// Facts about why the stream ended, if the transport knows any (it may wait briefly for a

@@ -104,9 +104,14 @@ public struct ChildProcessTransport: ByteStreamTransport {
         }
 
         let command = self.command
-        let stream = OpenedByteStream(channel: channel) {
-            await Self.describe(process, command: command, stderr: stderr, stderrOpen: stderrChannel != nil)
-        }
+        let stream = OpenedByteStream(
+            channel: channel,
+            diagnostics: {
+                await Self.describe(process, command: command, stderr: stderr, stderrOpen: stderrChannel != nil)
+            },
+            // Closing starts the grace period, then SIGTERM, then SIGKILL; the child is reaped.
+            released: { _ = try? await process.exitFuture.get() }
+        )
         return (stream, process)
     }
 

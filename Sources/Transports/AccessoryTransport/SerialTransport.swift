@@ -82,7 +82,7 @@ public struct SerialTransport: ByteStreamTransport {
             NIOThreadPool.singleton.runIfActive(eventLoop: loop) { port.release() }
         }
         released.whenComplete { _ in unreleased.add(-1) }
-        return (OpenedByteStream(channel: channel), released)
+        return (OpenedByteStream(channel: channel, released: { try? await released.get() }), released)
     }
 
     /// The current settings of an open terminal descriptor, read with `tcgetattr`.
