@@ -139,11 +139,12 @@ struct OpenSSLServer {
     static func start(_ options: [String], certificates: Certificates) async throws -> OpenSSLServer {
         let socket = FileManager.default.temporaryDirectory.appendingPathComponent("s_server-\(UInt32.random(in: 0...UInt32.max)).sock").path
         let process = try Subprocess(["openssl", "s_server", "-unix", socket, "-unlink", "-www", "-quiet"] + options, directory: certificates.directory)
-        for _ in 0..<300 where !FileManager.default.fileExists(atPath: socket) {
+        // The socket file appears at bind(), before listen(): wait until a connection is accepted.
+        for _ in 0..<500 where !Self.isListening(socket) {
             if !process.process.isRunning { break }
             try await Task.sleep(for: .milliseconds(10))
         }
-        guard FileManager.default.fileExists(atPath: socket) else {
+        guard Self.isListening(socket) else {
             process.stop()
             throw Certificates.CertificateError(message: "s_server did not start: \(process.stderrText)")
         }
@@ -153,6 +154,25 @@ struct OpenSSLServer {
     func stop() {
         self.process.stop()
         try? FileManager.default.removeItem(atPath: self.socket)
+    }
+
+    /// Whether something accepts connections on `path` (a probe connection, closed at once;
+    /// s_server shrugs off the aborted handshake and keeps serving).
+    static func isListening(_ path: String) -> Bool {
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { Glibc.close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in bytes.enumerated() { raw[index] = byte }
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        return result == 0
     }
 }
 
