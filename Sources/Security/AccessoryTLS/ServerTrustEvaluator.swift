@@ -88,7 +88,7 @@ final class ServerTrustEvaluator {
                     the accessory '\(pairing.identity)' presented a DIFFERENT key than the one paired with it: \
                     remembered \(known.pin), presented \(leaf.spkiPin) (\(described)). \
                     Someone may be intercepting the link, or the accessory was reset. Refusing. \
-                    If the change is expected, remove the line for '\(pairing.identity)' from \(known.file) and pair again with 'accessory-http trust'.
+                    If the change is expected, forget it ('accessory-http trust --forget \(pairing.identity)', or remove its line from \(known.file)) and pair again with 'accessory-http trust'.
                     """
                 )
             }
