@@ -97,14 +97,22 @@ public struct HTTPResponder: Sendable {
     ///
     /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the socket cannot be
     ///   bound.
-    public func serveUnixSocket(path: String, group: any EventLoopGroup) async throws {
+    ///
+    /// `channelInitializer` runs first on every accepted connection, before the HTTP handlers
+    /// are added: a TLS layer, for instance (`TLSServerContext.channelInitializer`).
+    public func serveUnixSocket(
+        path: String,
+        group: any EventLoopGroup,
+        channelInitializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)? = nil
+    ) async throws {
         let configuration = self.configuration
         let server: NIOAsyncChannel<ResponderPipeline.LinkChannel, Never>
         do {
             server = try await ServerBootstrap(group: group)
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
-                    channel.eventLoop.makeCompletedFuture {
+                    let prepared = channelInitializer?(channel) ?? channel.eventLoop.makeSucceededVoidFuture()
+                    return prepared.flatMapThrowing {
                         try ResponderPipeline.configure(channel, configuration: configuration)
                     }
                 }

@@ -1,6 +1,7 @@
 import AccessoryClient
 import AccessoryEmulator
 import AccessoryResponder
+import AccessoryTLS
 import AccessoryTransport
 import ArgumentParser
 import AccessoryHTTP1
@@ -26,7 +27,7 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
             """,
         version: AccessoryClient.version,
         subcommands: [
-            Get.self, Head.self, Delete.self, Post.self, Put.self, Request.self, Download.self, Serve.self,
+            Get.self, Head.self, Delete.self, Post.self, Put.self, Request.self, Download.self, Serve.self, Trust.self,
         ]
     )
 
@@ -201,17 +202,29 @@ struct Serve: AsyncParsableCommand {
             let (spec, _) = try globals.resolveDevice()
             let responder = EmulatedAccessory().makeResponder()
             let group = MultiThreadedEventLoopGroup.singleton
+            let tls = try globals.tls.serverConfiguration()
             switch spec {
             case .emulator:
                 throw CLIError(.usage, "serve needs a byte stream to serve on: unix:PATH, serial:PATH, exec:COMMAND or stdio")
             case .unix(let path):
                 if globals.verbose { StandardError.write("* serving the emulated accessory on unix:\(path)\n") }
-                try await responder.serveUnixSocket(path: path, group: group)
+                try await responder.serveUnixSocket(path: path, group: group, channelInitializer: try tls.map { try Self.tlsInitializer($0) })
             default:
-                let transport = try GlobalOptions.clientTransport(for: spec)
+                let plain = try GlobalOptions.clientTransport(for: spec)
+                let transport: any ByteStreamTransport = tls.map { TLSTransport(wrapping: plain, configuration: $0) } ?? plain
                 if globals.verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
                 try await responder.serve(transport: transport, on: group.next())
             }
+        }
+    }
+}
+
+extension Serve {
+    static func tlsInitializer(_ configuration: TLSConfiguration) throws(CLIError) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+        do {
+            return try TLSServerContext(configuration: configuration).channelInitializer
+        } catch {
+            throw CLIError(.usage, error.message)
         }
     }
 }

@@ -30,6 +30,8 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Settings file (default: ~/.config/accessory-http/config).", valueName: "path"))
     var config: String?
 
+    @OptionGroup(title: "TLS") var tls: TLSOptions
+
     /// The device spec chosen by `--device`, then `$ACCESSORY_HTTP_DEVICE`, then the config file.
     func resolveDevice() throws(CLIError) -> (DeviceSpec, ConfigFile?) {
         let config = try self.loadConfig()
@@ -83,7 +85,7 @@ struct GlobalOptions: ParsableArguments {
         connectTimeout: Double? = nil
     ) throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         let (spec, config) = try self.resolveDevice()
-        let transport = try Self.clientTransport(for: spec)
+        let transport = try self.tls.wrapClient(try Self.clientTransport(for: spec), spec: spec)
         var configuration = AccessoryClient.Configuration()
         if let host = self.host ?? config?.host { configuration.link.host = host }
         if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }

@@ -1,0 +1,251 @@
+import NIOCore
+
+/// A TLS protocol version.
+public enum TLSVersion: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    case v1_0, v1_1, v1_2, v1_3
+
+    public var description: String {
+        switch self {
+        case .v1_0: return "TLS 1.0"
+        case .v1_1: return "TLS 1.1"
+        case .v1_2: return "TLS 1.2"
+        case .v1_3: return "TLS 1.3"
+        }
+    }
+
+    /// Parses "1.2", "tls1.2", "TLSv1.3".
+    public init?(parsing text: String) {
+        let lowered = text.lowercased().replacingPrefix("tlsv", "").replacingPrefix("tls", "")
+        switch lowered {
+        case "1", "1.0": self = .v1_0
+        case "1.1": self = .v1_1
+        case "1.2": self = .v1_2
+        case "1.3": self = .v1_3
+        default: return nil
+        }
+    }
+
+    var openSSLValue: Int32 {
+        switch self {
+        case .v1_0: return 0x0301
+        case .v1_1: return 0x0302
+        case .v1_2: return 0x0303
+        case .v1_3: return 0x0304
+        }
+    }
+}
+
+extension String {
+    fileprivate func replacingPrefix(_ prefix: String, _ replacement: String) -> String {
+        self.hasPrefix(prefix) ? replacement + self.dropFirst(prefix.count) : self
+    }
+}
+
+/// A certificate with its private key: the client's identity for mutual TLS, or the server's.
+public enum TLSIdentity: Sendable, Hashable {
+    /// A PEM certificate file (the leaf first, then any intermediates) and a PEM private key
+    /// file; `keyPassword` if the key is encrypted.
+    case pem(certificateFile: String, keyFile: String, keyPassword: String? = nil)
+    /// A PKCS#12 (`.p12`/`.pfx`) file holding the certificate, its key and any intermediates.
+    case pkcs12(file: String, password: String)
+}
+
+/// How a client decides whether to trust the certificate chain an accessory presents.
+///
+/// The decision, in order (see docs/tls.md):
+/// 1. ``insecureSkipVerification``: everything is accepted (the CLI prints a loud warning).
+/// 2. If an expected name is configured (``TLSConfiguration/serverName``), the leaf must
+///    carry it in its SAN (or CN when it has no SAN). Never skipped when a name is set.
+/// 3. If ``pins`` is not empty, some certificate of the presented chain must match a pin;
+///    then the chain need not lead to a trusted root, and its dates are not checked (an
+///    accessory's clock and certificate lifetimes are often meaningless). A mismatch fails.
+/// 4. Else, if ``pairing`` is set and the trust store knows that accessory, its key must
+///    match the remembered one (fails closed, showing both fingerprints). An unknown accessory
+///    is remembered on first use only with ``Pairing/Mode/trustOnFirstUse``.
+/// 5. Else the chain must verify against the system roots, ``anchorFiles`` and the trust
+///    store's anchors, *and* a name must have been configured: a valid chain alone proves
+///    nothing about which accessory answered.
+/// 6. Last, ``evaluator`` (if any) sees the chain and the verdict, and may override it.
+public struct TLSTrust: Sendable {
+    /// Trust the system's root certificates (`SSL_CTX_set_default_verify_paths`).
+    public var useSystemRoots: Bool
+    /// Extra PEM files of trusted anchors (`--cacert`).
+    public var anchorFiles: [String]
+    /// Where remembered anchors and paired accessories live; `nil` to use none.
+    public var trustStore: TrustStore?
+    /// Pins: the chain must hold a certificate or key matching one of them.
+    public var pins: [TLSPin]
+    /// Trust on first use, keyed by an accessory identity (see ``TrustStore``).
+    public var pairing: Pairing?
+    /// The app's own decision, made after the built-in one (see ``TLSServerTrustEvaluator``).
+    public var evaluator: TLSServerTrustEvaluator?
+    /// Accept any certificate. Only for debugging: anyone on the link can read and change
+    /// the traffic.
+    public var insecureSkipVerification: Bool
+
+    public init(
+        useSystemRoots: Bool = true,
+        anchorFiles: [String] = [],
+        trustStore: TrustStore? = .standard(),
+        pins: [TLSPin] = [],
+        pairing: Pairing? = nil,
+        evaluator: TLSServerTrustEvaluator? = nil,
+        insecureSkipVerification: Bool = false
+    ) {
+        self.useSystemRoots = useSystemRoots
+        self.anchorFiles = anchorFiles
+        self.trustStore = trustStore
+        self.pins = pins
+        self.pairing = pairing
+        self.evaluator = evaluator
+        self.insecureSkipVerification = insecureSkipVerification
+    }
+
+    /// Pairing with one accessory, like ssh's known_hosts.
+    public struct Pairing: Sendable, Hashable {
+        public enum Mode: Sendable, Hashable {
+            /// The accessory must already be in the trust store (paired with
+            /// `accessory-http trust`), unless its chain verifies and a name is configured.
+            case requirePaired
+            /// An accessory the trust store does not know is accepted and remembered (its SPKI
+            /// pin written to known_accessories); later connections must present that key.
+            case trustOnFirstUse
+        }
+
+        /// The accessory's identity in known_accessories: the expected name, a serial number,
+        /// or the device spec. No whitespace.
+        public var identity: String
+        public var mode: Mode
+
+        public init(identity: String, mode: Mode = .requirePaired) {
+            self.identity = identity
+            self.mode = mode
+        }
+    }
+}
+
+/// Which client certificates a server asks for.
+public enum TLSClientAuthentication: Sendable, Hashable {
+    /// No client certificate is requested.
+    case none
+    /// A client certificate issued by one of the CAs in these PEM files is required;
+    /// connections without one are refused.
+    case required(trustedCAFiles: [String])
+    /// A client certificate is requested and verified if sent, but not required.
+    case optional(trustedCAFiles: [String])
+}
+
+/// Everything a ``TLSTransport`` needs for one side of a connection.
+public struct TLSConfiguration: Sendable {
+    public enum Role: Sendable, Hashable { case client, server }
+
+    public var role: Role
+    /// The lowest version accepted; TLS 1.2 unless changed.
+    public var minimumVersion: TLSVersion
+    /// The highest version offered; `nil` for the highest the system OpenSSL supports.
+    public var maximumVersion: TLSVersion?
+    /// The certificate and key presented: the client identity (mutual TLS) or the server's.
+    public var identity: TLSIdentity?
+    /// Client: the accessory's expected identity, checked against the certificate's SAN/CN,
+    /// and sent as SNI (unless it is an IP address).
+    public var serverName: String?
+    /// Client: how the accessory's certificate is judged.
+    public var trust: TLSTrust
+    /// Server: which client certificates are requested.
+    public var clientAuthentication: TLSClientAuthentication
+    /// Bound on the handshake, from the moment the link is active.
+    public var handshakeTimeout: TimeAmount
+    /// How long closing waits for the peer's close_notify after sending ours.
+    public var shutdownTimeout: TimeAmount
+
+    /// A client configuration.
+    public static func client(
+        serverName: String? = nil,
+        trust: TLSTrust = TLSTrust(),
+        identity: TLSIdentity? = nil,
+        minimumVersion: TLSVersion = .v1_2
+    ) -> TLSConfiguration {
+        TLSConfiguration(role: .client, minimumVersion: minimumVersion, identity: identity, serverName: serverName, trust: trust)
+    }
+
+    /// A server configuration: the certificate and key to serve with.
+    public static func server(
+        identity: TLSIdentity,
+        clientAuthentication: TLSClientAuthentication = .none,
+        minimumVersion: TLSVersion = .v1_2
+    ) -> TLSConfiguration {
+        TLSConfiguration(role: .server, minimumVersion: minimumVersion, identity: identity, clientAuthentication: clientAuthentication)
+    }
+
+    public init(
+        role: Role,
+        minimumVersion: TLSVersion = .v1_2,
+        maximumVersion: TLSVersion? = nil,
+        identity: TLSIdentity? = nil,
+        serverName: String? = nil,
+        trust: TLSTrust = TLSTrust(),
+        clientAuthentication: TLSClientAuthentication = .none,
+        handshakeTimeout: TimeAmount = .seconds(10),
+        shutdownTimeout: TimeAmount = .milliseconds(500)
+    ) {
+        self.role = role
+        self.minimumVersion = minimumVersion
+        self.maximumVersion = maximumVersion
+        self.identity = identity
+        self.serverName = serverName
+        self.trust = trust
+        self.clientAuthentication = clientAuthentication
+        self.handshakeTimeout = handshakeTimeout
+        self.shutdownTimeout = shutdownTimeout
+    }
+}
+
+/// What the app's server-trust callback sees.
+public struct TLSServerTrust: Sendable {
+    /// The chain as the accessory sent it, leaf first (DER with parsed facts).
+    public let certificates: [TLSCertificate]
+    /// The configured expected name, if any.
+    public let expectedName: String?
+    /// Whether OpenSSL verified the chain against the configured roots (and the name, if set).
+    public let chainVerified: Bool
+    /// OpenSSL's reason when it did not.
+    public let chainError: String?
+    /// The built-in decision (see ``TLSTrust``): `nil` if it accepts, else why it rejects.
+    public let defaultRejection: TLSError?
+}
+
+/// The app's decision about a server's chain.
+public enum TLSTrustDecision: Sendable {
+    /// Trust the chain, whatever the built-in policy concluded.
+    case trust
+    /// Refuse the chain with this reason; the handshake fails with ``TLSError/Code/untrustedCertificate``.
+    case reject(String)
+    /// Keep the built-in decision.
+    case useDefault
+}
+
+/// A server-trust callback: the app sees the chain and decides.
+///
+/// It runs synchronously on the link's event loop, inside the handshake, before any request
+/// byte is sent; it must not block. To decide asynchronously (ask the user), reject, ask,
+/// remember the answer (for example with ``TrustStore/remember(identity:pin:comment:)`` or a
+/// pin) and reconnect.
+public struct TLSServerTrustEvaluator: Sendable {
+    public let evaluate: @Sendable (TLSServerTrust) -> TLSTrustDecision
+
+    public init(_ evaluate: @escaping @Sendable (TLSServerTrust) -> TLSTrustDecision) {
+        self.evaluate = evaluate
+    }
+}
+
+/// Facts about a completed handshake.
+public struct TLSSessionInfo: Sendable {
+    /// "TLSv1.3", "TLSv1.2".
+    public let protocolVersion: String
+    /// The negotiated cipher suite's name.
+    public let cipher: String
+    /// The chain the peer presented, leaf first (empty if it presented none).
+    public let peerCertificates: [TLSCertificate]
+    /// A first-use pairing the transport writes to the trust store once the handshake is done.
+    var firstUsePairing: (identity: String, certificate: TLSCertificate)?
+}

@@ -1,0 +1,163 @@
+import AccessoryTransport
+import NIOCore
+import Synchronization
+
+/// A byte stream transport wrapped in TLS: opening it opens the inner transport, runs the
+/// handshake over it and returns only once the handshake has completed (and the peer was
+/// trusted), so the HTTP layer above works unchanged:
+///
+/// ```swift
+/// let tls = TLSTransport(
+///     wrapping: UnixSocketTransport(path: "/run/accessory.sock"),
+///     configuration: .client(serverName: "accessory.local", trust: TLSTrust(anchorFiles: ["ca.pem"]))
+/// )
+/// let client = AccessoryClient(transport: tls)
+/// ```
+///
+/// Each `open` reads the configured files and the trust store anew, so a pairing made in the
+/// meantime is seen by the next connection.
+public struct TLSTransport: ByteStreamTransport {
+    public let inner: any ByteStreamTransport
+    public let configuration: TLSConfiguration
+
+    public init(wrapping inner: any ByteStreamTransport, configuration: TLSConfiguration) {
+        self.inner = inner
+        self.configuration = configuration
+    }
+
+    public var description: String { "tls+\(self.inner)" }
+    public var reopenMayCarryStaleBytes: Bool { self.inner.reopenMayCarryStaleBytes }
+
+    /// Opens the inner transport and completes the handshake.
+    ///
+    /// - Throws: ``TLSError`` for every TLS failure (untrusted certificate, name or pin
+    ///   mismatch, handshake failure, timeout); the inner transport's own error if it cannot
+    ///   be opened.
+    public func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        try await self.openSession(on: eventLoop, configure: configure).stream
+    }
+
+    /// Like ``open(on:configure:)``, and also returns the session's facts (version, cipher,
+    /// the peer's chain).
+    public func openSession(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> (stream: OpenedByteStream, session: TLSSessionInfo) {
+        let context = try TLSContext(configuration: self.configuration)
+        let slot = HandshakeSlot()
+        let opened = try await self.inner.open(on: eventLoop) { channel in
+            do {
+                let connection = try TLSConnection(context: context)
+                let handler = TLSHandler(connection: connection, configuration: context.configuration, handshakePromise: channel.eventLoop.makePromise())
+                try channel.pipeline.syncOperations.addHandler(handler)
+                if let future = handler.handshakeFuture { slot.store(future) }
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+            return configure(channel)
+        }
+        guard let handshake = slot.take() else {
+            opened.channel.close(promise: nil)
+            throw TLSError(.invalidConfiguration, "\(self.inner) opened a channel without running the TLS set-up")
+        }
+        let session: TLSSessionInfo
+        do {
+            session = try await withTaskCancellationHandler {
+                try await handshake.get()
+            } onCancel: {
+                opened.channel.close(promise: nil)
+            }
+        } catch let error as TLSError {
+            opened.channel.close(promise: nil)
+            if let diagnostics = await opened.diagnostics() {
+                throw TLSError(error.code, "\(error.message) (\(diagnostics))")
+            }
+            throw error
+        } catch {
+            opened.channel.close(promise: nil)
+            throw error
+        }
+        if let (identity, certificate) = session.firstUsePairing {
+            do {
+                try (self.configuration.trust.trustStore ?? .standard()).remember(
+                    identity: identity,
+                    pin: certificate.spkiPin,
+                    comment: "\(certificate.subject), first seen on \(self.inner)"
+                )
+            } catch {
+                opened.channel.close(promise: nil)
+                throw error
+            }
+        }
+        return (opened, session)
+    }
+
+    /// Connects once without trusting anything, to show the user the accessory's chain before
+    /// pairing (`accessory-http trust`). No application data is exchanged; the connection is
+    /// closed right after the handshake.
+    public static func fetchCertificates(
+        from inner: any ByteStreamTransport,
+        serverName: String? = nil,
+        identity: TLSIdentity? = nil,
+        minimumVersion: TLSVersion = .v1_2,
+        on eventLoop: any EventLoop
+    ) async throws -> TLSSessionInfo {
+        var trust = TLSTrust(useSystemRoots: false, trustStore: nil)
+        trust.insecureSkipVerification = true
+        let transport = TLSTransport(
+            wrapping: inner,
+            configuration: .client(serverName: serverName, trust: trust, identity: identity, minimumVersion: minimumVersion)
+        )
+        let (stream, session) = try await transport.openSession(on: eventLoop) { $0.eventLoop.makeSucceededVoidFuture() }
+        try? await stream.channel.close()
+        return session
+    }
+}
+
+/// A server's TLS context, made once from a configuration, for pipelines that accept many
+/// connections (``TLSServerContext/channelInitializer``).
+public struct TLSServerContext: Sendable {
+    let context: TLSContext
+
+    /// Loads the certificate, key and client CAs.
+    /// - Throws: ``TLSError`` (``TLSError/Code/invalidConfiguration``) naming the bad file.
+    public init(configuration: TLSConfiguration) throws(TLSError) {
+        guard configuration.role == .server else {
+            throw TLSError(.invalidConfiguration, "TLSServerContext needs a server configuration")
+        }
+        self.context = try TLSContext(configuration: configuration)
+    }
+
+    /// Adds a ``TLSHandler`` at the front of a new connection's pipeline. Use it as the
+    /// per-connection initializer of a listener (for example
+    /// `HTTPResponder.serveUnixSocket(path:group:channelInitializer:)`).
+    public var channelInitializer: @Sendable (any Channel) -> EventLoopFuture<Void> {
+        let context = self
+        return { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let handler = try TLSHandler.make(context: context, eventLoop: channel.eventLoop)
+                try channel.pipeline.syncOperations.addHandler(handler)
+                // A failed handshake is logged by nobody else; the handler has closed the link.
+                handler.handshakeFuture?.whenFailure { _ in }
+            }
+        }
+    }
+}
+
+/// Carries the handshake future out of the transport's `configure` closure.
+private final class HandshakeSlot: Sendable {
+    typealias Outcome = TLSSessionInfo
+    private let future = Mutex<EventLoopFuture<Outcome>?>(nil)
+
+    func store(_ future: EventLoopFuture<Outcome>) { self.future.withLock { $0 = future } }
+
+    func take() -> EventLoopFuture<Outcome>? {
+        self.future.withLock { value in
+            defer { value = nil }
+            return value
+        }
+    }
+}
