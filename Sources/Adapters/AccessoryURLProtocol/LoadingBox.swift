@@ -20,10 +20,9 @@ import FoundationNetworking
 /// ## Why this type is `@unchecked Sendable` (the proof)
 /// - Every stored `var` is read and written only while `lock` is held, and no method calls
 ///   out (to the client, the task, a continuation or a Swift task) while holding it.
-/// - `task` (a non-`Sendable` `URLSessionTask`) is only used for `suspend()`/`resume()`,
-///   which FoundationNetworking documents as callable from any thread (both take the work
-///   queue synchronously themselves), and for reading `state`, which is guarded by the task's
-///   own queue. The wake is never performed on the work queue itself (it would deadlock):
+/// - `task` is only used for `suspend()`/`resume()`, which may be called from any thread
+///   (both take the task's work queue synchronously themselves; FoundationNetworking declares
+///   `URLSessionTask` `Sendable`). The wake is never performed on the work queue itself (it would deadlock):
 ///   only ``wakeQueue`` performs it.
 /// - Events hold non-`Sendable` Foundation values (`HTTPURLResponse`, `Data`, errors). Each is
 ///   created by the exchange, handed over under the lock, and never touched by the exchange
