@@ -1,0 +1,100 @@
+import AccessoryClient
+import AccessoryTransport
+
+/// One accessory reachable through URLSession: `accessory://NAME/…` (and, optionally,
+/// `http://HOST/…` for the hosts listed in ``httpHosts``) is carried over its link.
+///
+/// ```swift
+/// let route = AccessoryRoute(name: "thermostat", device: try DeviceSpec(parsing: "serial:/dev/ttyACM0"))
+/// let session = URLSession(configuration: .accessory([route]))
+/// let (data, _) = try await session.data(from: URL(string: "accessory://thermostat/status")!)
+/// ```
+public struct AccessoryRoute: Sendable {
+    /// Where the accessory is.
+    public enum Endpoint: Sendable {
+        /// An already-built byte stream transport (a socketpair, an emulator, a custom transport).
+        case transport(any ByteStreamTransport)
+        /// A device spec, opened with ``DeviceSpec/makeTransport()`` when the route is first used.
+        case device(DeviceSpec)
+    }
+
+    /// The accessory's name: the host of `accessory://NAME/…`, compared case-insensitively.
+    public var name: String
+    /// Where the accessory is.
+    public var endpoint: Endpoint
+    /// `http://HOST/…` URLs whose host is listed here (case-insensitively) are also carried to
+    /// this accessory instead of the network. Empty by default.
+    public var httpHosts: Set<String>
+    /// The native client's configuration (link, redirect policy, credential provider, timeouts).
+    /// One client, hence one link, is made per route.
+    public var clientConfiguration: AccessoryClient.Configuration
+    /// Whether requests are carried over TLS (`accessorys://NAME/…`). TLS over the link is not
+    /// built yet: a secure route fails every request with
+    /// ``AccessoryURLProtocolError/Code/tlsNotAvailable``.
+    public var secure: Bool
+    /// The largest body delivered in one piece to completion-handler and `data(for:)` tasks,
+    /// which must receive the whole body at once. Delegate-based tasks stream without a limit.
+    public var maxBufferedBodySize: Int
+
+    /// Creates a route to an accessory reached through `transport`.
+    public init(
+        name: String,
+        transport: any ByteStreamTransport,
+        httpHosts: Set<String> = [],
+        clientConfiguration: AccessoryClient.Configuration = .init(),
+        secure: Bool = false,
+        maxBufferedBodySize: Int = 64 * 1024 * 1024
+    ) {
+        self.init(
+            name: name,
+            endpoint: .transport(transport),
+            httpHosts: httpHosts,
+            clientConfiguration: clientConfiguration,
+            secure: secure,
+            maxBufferedBodySize: maxBufferedBodySize
+        )
+    }
+
+    /// Creates a route to an accessory named by a device spec.
+    public init(
+        name: String,
+        device: DeviceSpec,
+        httpHosts: Set<String> = [],
+        clientConfiguration: AccessoryClient.Configuration = .init(),
+        secure: Bool = false,
+        maxBufferedBodySize: Int = 64 * 1024 * 1024
+    ) {
+        self.init(
+            name: name,
+            endpoint: .device(device),
+            httpHosts: httpHosts,
+            clientConfiguration: clientConfiguration,
+            secure: secure,
+            maxBufferedBodySize: maxBufferedBodySize
+        )
+    }
+
+    /// Creates a route from its parts.
+    public init(
+        name: String,
+        endpoint: Endpoint,
+        httpHosts: Set<String>,
+        clientConfiguration: AccessoryClient.Configuration,
+        secure: Bool,
+        maxBufferedBodySize: Int
+    ) {
+        self.name = name.lowercased()
+        self.endpoint = endpoint
+        self.httpHosts = Set(httpHosts.map { $0.lowercased() })
+        self.clientConfiguration = clientConfiguration
+        self.secure = secure
+        self.maxBufferedBodySize = maxBufferedBodySize
+    }
+
+    /// The credential provider asked when the accessory answers 401 and the URL carries no
+    /// user information (a shortcut for `clientConfiguration.credentialProvider`).
+    public var credentialProvider: (any CredentialProvider)? {
+        get { self.clientConfiguration.credentialProvider }
+        set { self.clientConfiguration.credentialProvider = newValue }
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+
+/// An error ``AccessoryURLProtocol`` reports itself (as opposed to a `URLError` mapped from a
+/// transfer failure). It reaches the caller of URLSession unchanged.
+public struct AccessoryURLProtocolError: Error, Sendable, CustomStringConvertible, LocalizedError {
+    /// A stable identifier; existing codes never change.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { self.rawValue }
+
+        /// A download task: FoundationNetworking cannot complete one from a custom protocol.
+        /// Use `AccessoryClient.download(_:to:progress:)`.
+        public static let downloadNotSupported = Code(rawValue: "download-not-supported")
+        /// An upload task whose body FoundationNetworking does not hand to custom protocols.
+        /// Use `AccessoryClient.upload(_:fromFile:)`, or a data task with `httpBody`/`httpBodyStream`.
+        public static let uploadBodyNotSupported = Code(rawValue: "upload-body-not-supported")
+        /// The route asks for TLS over the link, which is not built yet.
+        public static let tlsNotAvailable = Code(rawValue: "tls-not-available")
+        /// No route serves the URL, or the route's device cannot be opened.
+        public static let routeUnavailable = Code(rawValue: "route-unavailable")
+        /// The request cannot be expressed over the link (bad URL, header or path).
+        public static let invalidRequest = Code(rawValue: "invalid-request")
+        /// `httpBodyStream` cannot be read again for a 307/308 redirect or an authentication retry.
+        public static let bodyStreamNotReplayable = Code(rawValue: "body-stream-not-replayable")
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { self.message }
+    public var errorDescription: String? { self.message }
+}

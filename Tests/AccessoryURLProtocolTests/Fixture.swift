@@ -1,0 +1,135 @@
+import AccessoryClient
+import AccessoryCrypto
+import AccessoryEmulator
+import AccessoryHTTP1
+import AccessoryURLProtocol
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import NIOPosix
+import Synchronization
+
+/// Four emulated accessories registered once in the shared route table: `emu0`…`emu3`, with
+/// `http://emu-http.test/` mapped to `emu0`. `traced` counts the request heads it carries.
+enum Fixture {
+    static let names = ["emu0", "emu1", "emu2", "emu3"]
+
+    /// Request heads seen by the `traced` accessory.
+    static let tracedHeads = Mutex<[String]>([])
+
+    static let setUp: Void = {
+        for name in Fixture.names {
+            let transport = EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton)
+            AccessoryRouteTable.shared.add(AccessoryRoute(
+                name: name,
+                transport: transport,
+                httpHosts: name == "emu0" ? ["emu-http.test"] : []
+            ))
+        }
+        var traced = AccessoryClient.Configuration()
+        traced.link.tracer = LinkTracer { event in
+            if case .requestHead(let head) = event { Fixture.tracedHeads.withLock { $0.append(head) } }
+        }
+        AccessoryRouteTable.shared.add(AccessoryRoute(
+            name: "traced",
+            transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+            clientConfiguration: traced
+        ))
+        var provided = AccessoryClient.Configuration()
+        provided.credentialProvider = ClosureCredentialProvider(Credentials(user: "ann", password: "pw"))
+        AccessoryRouteTable.shared.add(AccessoryRoute(
+            name: "provided",
+            transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+            clientConfiguration: provided
+        ))
+        AccessoryRouteTable.shared.add(AccessoryRoute(
+            name: "secure",
+            transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+            secure: true
+        ))
+    }()
+
+    /// A session set up in one line, as an app would.
+    static func session(delegate: (any URLSessionDelegate)? = nil, _ configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
+        _ = Fixture.setUp
+        let configuration = URLSessionConfiguration.accessory([])
+        configure(configuration)
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    static func url(_ text: String) throws -> URL {
+        guard let url = URL(string: text) else { throw FixtureError("not a URL: \(text)") }
+        return url
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+func patternSHA256(count: Int) -> String {
+    Digest.hex(.sha256, of: EmulatedAccessory.patternBytes(offset: 0, count: count))
+}
+
+func sha256(_ data: Data) -> String {
+    Digest.hex(.sha256, of: Array(data))
+}
+
+func json(_ data: Data) throws -> [String: Any] {
+    (try JSONSerialization.jsonObject(with: data) as? [String: Any]) ?? [:]
+}
+
+/// `dataTask(with:completionHandler:)` as an async call (completion-handler delivery).
+func completionHandlerLoad(_ session: URLSession, _ request: URLRequest) async -> (Data?, URLResponse?, (any Error)?) {
+    await withCheckedContinuation { continuation in
+        let task = session.dataTask(with: request) { data, response, error in
+            let result = (data, response, error)
+            continuation.resume(returning: result)
+        }
+        task.resume()
+    }
+}
+
+/// A data delegate that records every chunk and the outcome.
+final class RecordingDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // All state is behind `lock`; the proof is that every access below takes it.
+    private let lock = NSLock()
+    private var chunks: [Data] = []
+    private var response: URLResponse?
+    private var continuation: CheckedContinuation<(URLResponse?, [Data], (any Error)?), Never>?
+    private var outcome: (URLResponse?, [Data], (any Error)?)?
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        self.lock.withLock { self.response = response }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        self.lock.withLock { self.chunks.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let waiting: CheckedContinuation<(URLResponse?, [Data], (any Error)?), Never>? = self.lock.withLock {
+            let result = (self.response, self.chunks, error)
+            self.outcome = result
+            defer { self.continuation = nil }
+            return self.continuation
+        }
+        let result = self.lock.withLock { self.outcome }
+        if let waiting, let result { waiting.resume(returning: result) }
+    }
+
+    /// Waits for the one task of this delegate to complete.
+    func completion() async -> (URLResponse?, [Data], (any Error)?) {
+        await withCheckedContinuation { continuation in
+            let done = self.lock.withLock { () -> (URLResponse?, [Data], (any Error)?)? in
+                if let outcome = self.outcome { return outcome }
+                self.continuation = continuation
+                return nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+}
