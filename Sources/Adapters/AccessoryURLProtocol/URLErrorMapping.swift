@@ -33,7 +33,6 @@ enum URLErrorMapping {
             NSLocalizedDescriptionKey: clientError.message,
             NSUnderlyingErrorKey: clientError as NSError,
             NSURLErrorFailingURLErrorKey: url,
-            NSURLErrorFailingURLStringErrorKey: url.absoluteString,
         ])
     }
 
@@ -41,7 +40,6 @@ enum URLErrorMapping {
         URLError(.timedOut, userInfo: [
             NSLocalizedDescriptionKey: message,
             NSURLErrorFailingURLErrorKey: url,
-            NSURLErrorFailingURLStringErrorKey: url.absoluteString,
         ])
     }
 }
