@@ -2,6 +2,8 @@ import AccessoryClient
 import AccessoryCrypto
 import AccessoryEmulator
 import AccessoryHTTP1
+import AccessoryTLS
+import AccessoryTransport
 import AccessoryURLProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -43,11 +45,16 @@ enum Fixture {
             transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
             clientConfiguration: provided
         ))
-        AccessoryRouteTable.shared.add(AccessoryRoute(
-            name: "secure",
-            transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
-            secure: true
-        ))
+        if let secure = SecureAccessory.start() {
+            AccessoryRouteTable.shared.add(AccessoryRoute(
+                name: "secure",
+                transport: UnixSocketTransport(path: secure.socket),
+                tls: .client(
+                    serverName: "secure.accessory",
+                    trust: TLSTrust(useSystemRoots: false, anchorFiles: [secure.certificate], trustStore: nil)
+                )
+            ))
+        }
     }()
 
     /// A session set up in one line, as an app would.
@@ -131,5 +138,64 @@ final class RecordingDelegate: NSObject, URLSessionDataDelegate, @unchecked Send
             }
             if let done { continuation.resume(returning: done) }
         }
+    }
+}
+
+/// The emulated accessory served over TLS on a unix socket, with a self-signed certificate for
+/// `secure.accessory` made by the `openssl` command; the route trusts it as its only anchor.
+enum SecureAccessory {
+    struct Running {
+        let socket: String
+        let certificate: String
+    }
+
+    static func start() -> Running? {
+        let directory = NSTemporaryDirectory() + "urlprotocol-tls-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let certificate = directory + "/cert.pem"
+        let key = directory + "/key.pem"
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        openssl.arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", key, "-out", certificate, "-days", "30", "-subj", "/CN=secure.accessory",
+            "-addext", "subjectAltName=DNS:secure.accessory",
+        ]
+        openssl.standardError = FileHandle.nullDevice
+        openssl.standardOutput = FileHandle.nullDevice
+        do {
+            try openssl.run()
+            openssl.waitUntilExit()
+        } catch {
+            return nil
+        }
+        guard openssl.terminationStatus == 0,
+            let context = try? TLSServerContext(
+                configuration: .server(identity: .pem(certificateFile: certificate, keyFile: key))
+            )
+        else { return nil }
+        let socket = directory + "/accessory.sock"
+        let responder = EmulatedAccessory().makeResponder()
+        Task.detached {
+            try? await responder.serveUnixSocket(
+                path: socket,
+                group: MultiThreadedEventLoopGroup.singleton,
+                channelInitializer: context.channelInitializer
+            )
+        }
+        return Running(socket: socket, certificate: certificate)
+    }
+
+    /// Waits until the secure accessory listens.
+    static func ready() async throws -> Bool {
+        _ = Fixture.setUp
+        guard let route = AccessoryRouteTable.shared.routes.first(where: { $0.name == "secure" }),
+            case .transport(let transport) = route.endpoint, let unix = transport as? UnixSocketTransport
+        else { return false }
+        for _ in 0..<300 {
+            if FileManager.default.fileExists(atPath: unix.path) { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
     }
 }

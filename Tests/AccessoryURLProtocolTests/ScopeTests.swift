@@ -1,3 +1,5 @@
+import AccessoryCrypto
+import AccessoryEmulator
 @testable import AccessoryURLProtocol
 import Foundation
 #if canImport(FoundationNetworking)
@@ -119,14 +121,29 @@ struct ScopeTests {
         }
     }
 
-    @Test("a secure route fails with tlsNotAvailable until TLS over the link exists")
+    @Test("accessorys:// runs over TLS on a route with a TLS configuration")
     func secure() async throws {
+        #expect(try await SecureAccessory.ready(), "the TLS accessory did not start (is openssl installed?)")
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
-        for url in ["accessory://secure/status", "accessorys://emu0/status"] {
-            await #expect {
-                _ = try await session.data(from: try Fixture.url(url))
-            } throws: { ($0 as? AccessoryURLProtocolError)?.code == .tlsNotAvailable }
+        for url in ["accessorys://secure/status", "accessory://secure/bytes/70000"] {
+            let (data, response) = try await session.data(from: try Fixture.url(url))
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            #expect(!data.isEmpty)
+        }
+        let (data, _) = try await session.data(from: try Fixture.url("accessorys://secure/bytes/70000"))
+        #expect(Digest.hex(.sha256, of: data) == Digest.hex(.sha256, of: EmulatedAccessory.patternBytes(offset: 0, count: 70000)))
+    }
+
+    @Test("accessorys:// on a route without TLS fails at once with a clear error")
+    func secureSchemeNeedsTLS() async throws {
+        let session = Fixture.session()
+        defer { session.finishTasksAndInvalidate() }
+        await #expect {
+            _ = try await session.data(from: try Fixture.url("accessorys://emu0/status"))
+        } throws: { error in
+            guard let error = error as? AccessoryURLProtocolError else { return false }
+            return error.code == .tlsNotConfigured && error.message.contains("emu0")
         }
     }
 }

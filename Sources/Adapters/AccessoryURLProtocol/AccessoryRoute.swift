@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryTLS
 import AccessoryTransport
 
 /// One accessory reachable through URLSession: `accessory://NAME/…` (and, optionally,
@@ -28,10 +29,11 @@ public struct AccessoryRoute: Sendable {
     /// The native client's configuration (link, redirect policy, credential provider, timeouts).
     /// One client, hence one link, is made per route.
     public var clientConfiguration: AccessoryClient.Configuration
-    /// Whether requests are carried over TLS (`accessorys://NAME/…`). TLS over the link is not
-    /// built yet: a secure route fails every request with
-    /// ``AccessoryURLProtocolError/Code/tlsNotAvailable``.
-    public var secure: Bool
+    /// TLS over the link, if set: the route's transport is wrapped in a `TLSTransport` with this
+    /// configuration (trust, pins, pairing, client identity — see docs/tls.md). A route whose
+    /// transport is already a `TLSTransport` is secure too. `accessorys://NAME/…` is refused on
+    /// a route that is not secure; on a secure route both schemes go over TLS (one link).
+    public var tls: TLSConfiguration?
     /// The largest body delivered in one piece to completion-handler and `data(for:)` tasks,
     /// which must receive the whole body at once. Delegate-based tasks stream without a limit.
     public var maxBufferedBodySize: Int
@@ -42,7 +44,7 @@ public struct AccessoryRoute: Sendable {
         transport: any ByteStreamTransport,
         httpHosts: Set<String> = [],
         clientConfiguration: AccessoryClient.Configuration = .init(),
-        secure: Bool = false,
+        tls: TLSConfiguration? = nil,
         maxBufferedBodySize: Int = 64 * 1024 * 1024
     ) {
         self.init(
@@ -50,7 +52,7 @@ public struct AccessoryRoute: Sendable {
             endpoint: .transport(transport),
             httpHosts: httpHosts,
             clientConfiguration: clientConfiguration,
-            secure: secure,
+            tls: tls,
             maxBufferedBodySize: maxBufferedBodySize
         )
     }
@@ -61,7 +63,7 @@ public struct AccessoryRoute: Sendable {
         device: DeviceSpec,
         httpHosts: Set<String> = [],
         clientConfiguration: AccessoryClient.Configuration = .init(),
-        secure: Bool = false,
+        tls: TLSConfiguration? = nil,
         maxBufferedBodySize: Int = 64 * 1024 * 1024
     ) {
         self.init(
@@ -69,7 +71,7 @@ public struct AccessoryRoute: Sendable {
             endpoint: .device(device),
             httpHosts: httpHosts,
             clientConfiguration: clientConfiguration,
-            secure: secure,
+            tls: tls,
             maxBufferedBodySize: maxBufferedBodySize
         )
     }
@@ -80,15 +82,22 @@ public struct AccessoryRoute: Sendable {
         endpoint: Endpoint,
         httpHosts: Set<String>,
         clientConfiguration: AccessoryClient.Configuration,
-        secure: Bool,
+        tls: TLSConfiguration?,
         maxBufferedBodySize: Int
     ) {
         self.name = name.lowercased()
         self.endpoint = endpoint
         self.httpHosts = Set(httpHosts.map { $0.lowercased() })
         self.clientConfiguration = clientConfiguration
-        self.secure = secure
+        self.tls = tls
         self.maxBufferedBodySize = maxBufferedBodySize
+    }
+
+    /// Whether the link runs over TLS (``tls`` is set, or the transport is a `TLSTransport`).
+    public var isSecure: Bool {
+        if self.tls != nil { return true }
+        if case .transport(let transport) = self.endpoint { return transport is TLSTransport }
+        return false
     }
 
     /// The credential provider asked when the accessory answers 401 and the URL carries no

@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryTLS
 import AccessoryTransport
 import Foundation
 #if canImport(FoundationNetworking)
@@ -90,7 +91,7 @@ public final class AccessoryRouteTable: Sendable {
     func client(for route: AccessoryRoute) throws(AccessoryURLProtocolError) -> AccessoryClient {
         let existing = self.state.withLock { $0.clients[route.name] }
         if let existing { return existing }
-        let transport: any ByteStreamTransport
+        var transport: any ByteStreamTransport
         switch route.endpoint {
         case .transport(let given):
             transport = given
@@ -100,6 +101,9 @@ public final class AccessoryRouteTable: Sendable {
             } catch {
                 throw AccessoryURLProtocolError(.routeUnavailable, "accessory \(route.name) (\(spec)) cannot be opened: \(error)")
             }
+        }
+        if let tls = route.tls {
+            transport = TLSTransport(wrapping: transport, configuration: tls)
         }
         return self.state.withLock { state in
             if let raced = state.clients[route.name] { return raced }

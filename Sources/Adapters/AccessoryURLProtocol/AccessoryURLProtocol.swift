@@ -25,8 +25,8 @@ import FoundationNetworking
 open class AccessoryURLProtocol: URLProtocol {
     /// `accessory`: plain HTTP over the accessory's link.
     public static let scheme = "accessory"
-    /// `accessorys`: HTTP over TLS over the link (not built yet; fails with
-    /// ``AccessoryURLProtocolError/Code/tlsNotAvailable``).
+    /// `accessorys`: HTTP over TLS over the link; the route must be secure (``AccessoryRoute/tls``),
+    /// or the request fails with ``AccessoryURLProtocolError/Code/tlsNotConfigured``.
     public static let secureScheme = "accessorys"
 
     /// The routes served; shared by every session that uses this class.
@@ -111,10 +111,10 @@ open class AccessoryURLProtocol: URLProtocol {
             self.failAtOnce(AccessoryURLProtocolError(.routeUnavailable, "no accessory route serves \(request.url?.absoluteString ?? "the request")"))
             return
         }
-        if route.secure || url.scheme?.lowercased() == Self.secureScheme {
+        if url.scheme?.lowercased() == Self.secureScheme && !route.isSecure {
             self.failAtOnce(AccessoryURLProtocolError(
-                .tlsNotAvailable,
-                "TLS over the accessory link is not built yet; \(url.absoluteString) cannot be loaded securely"
+                .tlsNotConfigured,
+                "\(url.absoluteString) asks for TLS, but the route \(route.name) has none; set its `tls` configuration (or give it a TLSTransport), or use accessory://"
             ))
             return
         }

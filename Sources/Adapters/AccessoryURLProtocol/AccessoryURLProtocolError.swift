@@ -15,8 +15,8 @@ public struct AccessoryURLProtocolError: Error, Sendable, CustomStringConvertibl
         /// An upload task whose body FoundationNetworking does not hand to custom protocols.
         /// Use `AccessoryClient.upload(_:fromFile:)`, or a data task with `httpBody`/`httpBodyStream`.
         public static let uploadBodyNotSupported = Code(rawValue: "upload-body-not-supported")
-        /// The route asks for TLS over the link, which is not built yet.
-        public static let tlsNotAvailable = Code(rawValue: "tls-not-available")
+        /// The URL asks for TLS (`accessorys://`) but its route has no TLS configuration.
+        public static let tlsNotConfigured = Code(rawValue: "tls-not-configured")
         /// No route serves the URL, or the route's device cannot be opened.
         public static let routeUnavailable = Code(rawValue: "route-unavailable")
         /// The request cannot be expressed over the link (bad URL, header or path).

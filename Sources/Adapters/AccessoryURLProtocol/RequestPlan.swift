@@ -104,7 +104,7 @@ struct RequestPlan: Sendable {
         self.requestCacheControl = canonical.value(forHTTPHeaderField: "Cache-Control")
         self.idleTimeout = idle.flatMap(Self.duration)
         self.resourceTimeout = resource.flatMap(Self.duration)
-        self.secure = route.secure || url.scheme == AccessoryURLProtocol.secureScheme
+        self.secure = route.isSecure || url.scheme == AccessoryURLProtocol.secureScheme
         self.maxBufferedBodySize = route.maxBufferedBodySize
     }
 
