@@ -73,8 +73,31 @@ func runReportingErrors(_ body: @escaping @Sendable () async throws -> Void) asy
     }
 }
 
-struct Get: AsyncParsableCommand {
+/// A command that sends one request with a fixed method: the options and the run are shared.
+protocol MethodCommand: AsyncParsableCommand {
+    static var method: HTTPRequest.Method { get }
+    /// Whether stderr shows a progress bar (only `download`).
+    static var showsProgress: Bool { get }
+    var globals: GlobalOptions { get }
+    var request: RequestOptions { get }
+    var path: String { get }
+}
+
+extension MethodCommand {
+    static var showsProgress: Bool { false }
+
+    func run() async throws {
+        let runner = RequestRunner(globals: self.globals, options: self.request)
+        let path = self.path
+        try await runReportingErrors {
+            try await runner.run(method: Self.method, path: path, progressBar: Self.showsProgress)
+        }
+    }
+}
+
+struct Get: MethodCommand {
     static let configuration = CommandConfiguration(abstract: "Send a GET request and print the body.")
+    static let method = HTTPRequest.Method.get
     @OptionGroup var globals: GlobalOptions
     @OptionGroup var request: RequestOptions
     @Argument(help: "The path, e.g. /status (or accessory://NAME/path).") var path: String
@@ -82,64 +105,38 @@ struct Get: AsyncParsableCommand {
     func validate() throws {
         if request.data != nil { throw ValidationError("get sends no body; use post, put or request -X METHOD with -d") }
     }
-
-    func run() async throws {
-        let runner = RequestRunner(globals: globals, options: request)
-        let path = self.path
-        try await runReportingErrors { try await runner.run(method: .get, path: path) }
-    }
 }
 
-struct Head: AsyncParsableCommand {
+struct Head: MethodCommand {
     static let configuration = CommandConfiguration(abstract: "Send a HEAD request and print the response head.")
+    static let method = HTTPRequest.Method.head
     @OptionGroup var globals: GlobalOptions
     @OptionGroup var request: RequestOptions
     @Argument(help: "The path.") var path: String
-
-    func run() async throws {
-        let runner = RequestRunner(globals: globals, options: request)
-        let path = self.path
-        try await runReportingErrors { try await runner.run(method: .head, path: path) }
-    }
 }
 
-struct Delete: AsyncParsableCommand {
+struct Delete: MethodCommand {
     static let configuration = CommandConfiguration(abstract: "Send a DELETE request.")
+    static let method = HTTPRequest.Method.delete
     @OptionGroup var globals: GlobalOptions
     @OptionGroup var request: RequestOptions
     @Argument(help: "The path.") var path: String
-
-    func run() async throws {
-        let runner = RequestRunner(globals: globals, options: request)
-        let path = self.path
-        try await runReportingErrors { try await runner.run(method: .delete, path: path) }
-    }
 }
 
-struct Post: AsyncParsableCommand {
+struct Post: MethodCommand {
     static let configuration = CommandConfiguration(abstract: "Send a POST request with the body from -d.")
+    static let method = HTTPRequest.Method.post
     @OptionGroup var globals: GlobalOptions
     @OptionGroup var request: RequestOptions
     @Argument(help: "The path.") var path: String
-
-    func run() async throws {
-        let runner = RequestRunner(globals: globals, options: request)
-        let path = self.path
-        try await runReportingErrors { try await runner.run(method: .post, path: path) }
-    }
 }
 
-struct Put: AsyncParsableCommand {
+struct Put: MethodCommand {
     static let configuration = CommandConfiguration(abstract: "Send a PUT request with the body from -d.")
+    static let method = HTTPRequest.Method.put
     @OptionGroup var globals: GlobalOptions
     @OptionGroup var request: RequestOptions
     @Argument(help: "The path.") var path: String
-
-    func run() async throws {
-        let runner = RequestRunner(globals: globals, options: request)
-        let path = self.path
-        try await runReportingErrors { try await runner.run(method: .put, path: path) }
-    }
 }
 
 struct Request: AsyncParsableCommand {
@@ -163,22 +160,18 @@ struct Request: AsyncParsableCommand {
     }
 }
 
-struct Download: AsyncParsableCommand {
+struct Download: MethodCommand {
     static let configuration = CommandConfiguration(
         abstract: "Download a body to a file, with a progress bar when stderr is a terminal."
     )
+    static let method = HTTPRequest.Method.get
+    static let showsProgress = true
     @OptionGroup var globals: GlobalOptions
     @OptionGroup var request: RequestOptions
     @Argument(help: "The path.") var path: String
 
     func validate() throws {
         if request.output == nil { throw ValidationError("download needs -o FILE") }
-    }
-
-    func run() async throws {
-        let runner = RequestRunner(globals: globals, options: request)
-        let path = self.path
-        try await runReportingErrors { try await runner.run(method: .get, path: path, progressBar: true) }
     }
 }
 
