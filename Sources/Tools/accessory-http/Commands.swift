@@ -27,6 +27,7 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
         version: AccessoryClient.version,
         subcommands: [
             Get.self, Head.self, Delete.self, Post.self, Put.self, Request.self, Download.self, Serve.self,
+            ServeGadget.self, List.self,
         ]
     )
 

@@ -65,9 +65,12 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// A transport for a client: the emulator runs in this process on a socketpair.
-    static func clientTransport(for spec: DeviceSpec) throws(CLIError) -> any ByteStreamTransport {
+    static func clientTransport(for spec: DeviceSpec, config: ConfigFile? = nil) throws(CLIError) -> any ByteStreamTransport {
         if case .emulator = spec {
             return EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton.next())
+        }
+        if case .usb(let selector) = spec {
+            return USBTransportFactory.transport(for: selector, config: config)
         }
         do {
             return try spec.makeTransport()
@@ -82,7 +85,7 @@ struct GlobalOptions: ParsableArguments {
         connectTimeout: Double? = nil
     ) throws(CLIError) -> (AccessoryClient, ConfigFile?) {
         let (spec, config) = try self.resolveDevice()
-        let transport = try Self.clientTransport(for: spec)
+        let transport = try Self.clientTransport(for: spec, config: config)
         var configuration = AccessoryClient.Configuration()
         if let host = self.host ?? config?.host { configuration.link.host = host }
         if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }
