@@ -2,7 +2,12 @@ import AccessoryEmulator
 import AccessoryFunctionFS
 import AccessoryResponder
 import ArgumentParser
+import Dispatch
 import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `accessory-http serve-gadget DIR`: the emulated accessory as a USB gadget function.
 struct ServeGadget: AsyncParsableCommand {
@@ -17,6 +22,7 @@ struct ServeGadget: AsyncParsableCommand {
               sudo scripts/usb-gadget setup
               sudo accessory-http serve-gadget /dev/ffs-accessory &
               sudo scripts/usb-gadget bind
+            SIGUSR1 stalls the bulk IN endpoint (fault injection for tests of the host's stall recovery).
             """
     )
     @OptionGroup var globals: GlobalOptions
@@ -29,6 +35,14 @@ struct ServeGadget: AsyncParsableCommand {
             let responder = EmulatedAccessory().makeResponder()
             let loop = MultiThreadedEventLoopGroup.singleton.next()
             if verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
+            signal(SIGUSR1, SIG_IGN)
+            let stall = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
+            stall.setEventHandler {
+                let halted = transport.haltInputEndpoint()
+                StandardError.write("* SIGUSR1: bulk IN endpoint \(halted ? "halted" : "could not be halted")\n")
+            }
+            stall.resume()
+            defer { stall.cancel() }
             while !Task.isCancelled {
                 try await responder.serve(transport: transport, on: loop)
                 if verbose { StandardError.write("* link ended; waiting for the next host session\n") }

@@ -130,6 +130,21 @@ public final class FunctionFSTransport: ByteStreamTransport {
         }
     }
 
+    /// Stalls the bulk IN endpoint, for fault-injection tests: the host's pending and next reads
+    /// fail with a stall (`LIBUSB_ERROR_PIPE`) until it clears the halt. Works while no response
+    /// is being written (the controller refuses to halt an IN endpoint with queued data).
+    ///
+    /// - Returns: whether the kernel reported the endpoint halted.
+    @discardableResult
+    public func haltInputEndpoint() -> Bool {
+        let input = self.state.withLock { $0.input }
+        guard input >= 0 else { return false }
+        var byte: UInt8 = 0
+        // I/O against an endpoint's direction halts it (FunctionFS answers EBADMSG).
+        let result = read(input, &byte, 1)
+        return result < 0 && errno == EBADMSG
+    }
+
     // MARK: Set-up
 
     private func startIfNeeded() throws(TransportError) {

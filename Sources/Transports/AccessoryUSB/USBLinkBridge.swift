@@ -61,6 +61,9 @@ final class USBLinkBridge: Sendable {
         var deliveryDone = false
         var haltedEndpoint: UInt8?
         var zeroLengthReads = 0
+        /// The failure was an unspecific transfer error, which is also what an unplug looks like
+        /// before libusb notices the device is gone.
+        var failureMayBeUnplug = false
     }
 
     let handle: LibUSBDeviceHandle
@@ -83,6 +86,20 @@ final class USBLinkBridge: Sendable {
 
     /// Why the link ended, if it failed.
     var failure: String? { self.state.withLock { $0.failure } }
+
+    /// ``failure``, after waiting up to a second to tell an unplug from another transfer error
+    /// (the kernel fails the transfers a moment before it removes the device node).
+    func explainedFailure(deviceNode: String) async -> String? {
+        let (failure, mayBeUnplug) = self.state.withLock { ($0.failure, $0.failureMayBeUnplug) }
+        guard let failure, mayBeUnplug else { return failure }
+        for _ in 0..<20 {
+            if access(deviceNode, F_OK) != 0 {
+                return "the USB device \(self.name) was disconnected (\(failure))"
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return failure
+    }
 
     /// Allocates the transfers, submits the reads and starts the threads.
     func start() throws(TransportError) {
@@ -183,12 +200,13 @@ final class USBLinkBridge: Sendable {
         case LIBUSB_TRANSFER_OVERFLOW:
             problem = "the device \(self.name) sent more than was asked for (LIBUSB_TRANSFER_OVERFLOW)"
         default:
-            problem = "\(direction) \(self.name) failed (libusb transfer status \(status.rawValue))"
+            problem = "\(direction) \(self.name) failed (\(status == LIBUSB_TRANSFER_ERROR ? "LIBUSB_TRANSFER_ERROR" : "libusb transfer status \(status.rawValue)"))"
         }
         let wake: Bool = self.state.withLock { state in
             state.inFlight -= 1
             slot.submitted = false
             if let halted { state.haltedEndpoint = halted }
+            if status == LIBUSB_TRANSFER_ERROR && !state.closing { state.failureMayBeUnplug = true }
             guard !state.closing, problem == nil, status == LIBUSB_TRANSFER_COMPLETED else { return false }
             if slot.isInput {
                 state.completedInputs.append(slot)

@@ -90,7 +90,8 @@ public struct USBTransport: ByteStreamTransport {
             bridge.fail(nil)
             throw TransportError(.openFailed, "could not attach \(name) to the event loop: \(error)")
         }
-        return OpenedByteStream(channel: channel) { bridge.failure }
+        let node = handle.device.deviceNode
+        return OpenedByteStream(channel: channel) { await bridge.explainedFailure(deviceNode: node) }
     }
 
     /// Finds the device, opens it and claims the first free qualifying interface.
