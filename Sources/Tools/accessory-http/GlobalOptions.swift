@@ -92,6 +92,9 @@ struct GlobalOptions: ParsableArguments {
         configuration.redirects = redirects
         if let connectTimeout { configuration.link.openTimeout = .seconds(connectTimeout) }
         if self.verbose { configuration.link.tracer = TraceRenderer(limit: self.traceLimit).tracer }
+        if case .usb(let selector) = spec, config?.usbQuirks[selector.description]?.titleCaseHeaderNames == true {
+            configuration.link.titleCaseHeaderNames = true
+        }
         return (AccessoryClient(transport: transport, configuration: configuration), config)
     }
 }

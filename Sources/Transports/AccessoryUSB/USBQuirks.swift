@@ -16,6 +16,7 @@ public struct USBQuirks: Sendable, Hashable {
     /// Seconds to wait after claiming the interface before the first transfer (`claim-delay`).
     public var claimDelay: Double?
     /// Send header names in Title-Case (`title-case-headers`); some devices only accept that.
+    /// Applied by whoever builds the link (`LinkConfiguration.titleCaseHeaderNames`).
     public var titleCaseHeaderNames: Bool?
     /// Use at most this many qualifying interfaces (`max-interfaces`).
     public var maxInterfaces: Int?
