@@ -11,7 +11,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The accessory: emulator, unix:PATH, exec:COMMAND, serial:PATH[?baud=N&flow=rtscts], stdio.",
+            "The accessory: emulator, unix:PATH, exec:COMMAND, serial:PATH[?baud=N&flow=rtscts], usb:VID:PID[?serial=S], stdio.",
             discussion: "Defaults to $ACCESSORY_HTTP_DEVICE, then `device` in ~/.config/accessory-http/config.",
             valueName: "spec"
         )

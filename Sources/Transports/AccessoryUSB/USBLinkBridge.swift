@@ -180,7 +180,6 @@ final class USBLinkBridge: Sendable {
     /// libusb's completion callback (on the event thread).
     private func completed(_ slot: TransferSlot) {
         let status = slot.transfer.pointee.status
-        let length = Int(slot.transfer.pointee.actual_length)
         let direction = slot.isInput ? "reading from" : "writing to"
         let endpoint = slot.isInput ? self.interface.input.address : self.interface.output.address
         var problem: String?
@@ -220,7 +219,6 @@ final class USBLinkBridge: Sendable {
         } else if wake {
             if slot.isInput { self.inputReady.signal() } else { self.outputFree.signal() }
         }
-        _ = length
     }
 
     /// Ends the link: records `reason` (nil: an orderly close by the HTTP side), cancels every
@@ -242,40 +240,41 @@ final class USBLinkBridge: Sendable {
     // MARK: Threads
 
     private func runEvents() {
-        var waitedForStragglers = 0
+        let clock = ContinuousClock()
+        var closedAt: ContinuousClock.Instant?
         while true {
             _ = self.handle.device.context.handleEvents(milliseconds: 100)
             let (closing, inFlight, threadsDone) = self.state.withLock { ($0.closing, $0.inFlight, $0.writerDone && $0.deliveryDone) }
             guard closing else { continue }
             if inFlight == 0 && threadsDone { break }
-            waitedForStragglers += 1
-            if waitedForStragglers > 50 {
-                // Five seconds after the end some transfer has still not come back: leave the
-                // transfers (and so the handle and context) allocated rather than free memory
-                // libusb may still write to.
-                self.teardown(freeTransfers: false)
+            let started = closedAt ?? clock.now
+            closedAt = started
+            if clock.now - started > .seconds(5) {
+                // Five seconds after the end a transfer has still not come back (or a thread has
+                // not finished): release the interface, but leave the transfers, the socket and so
+                // the handle allocated rather than free what libusb or a thread may still use.
+                self.handle.releaseInterface(self.interface.interfaceNumber)
                 return
             }
         }
-        self.teardown(freeTransfers: true)
+        self.teardown()
     }
 
-    private func teardown(freeTransfers: Bool) {
+    /// Runs once every transfer is back and both bridge threads have finished.
+    private func teardown() {
         if let endpoint = self.state.withLock({ $0.haltedEndpoint }) {
             try? self.handle.clearHalt(endpoint: endpoint)
         }
         self.handle.releaseInterface(self.interface.interfaceNumber)
         _ = close(self.socket)
-        if freeTransfers {
-            let slots = self.state.withLock { state -> [TransferSlot] in
-                let slots = state.slots
-                state.slots = []
-                state.completedInputs = []
-                state.freeOutputs = []
-                return slots
-            }
-            for slot in slots { slot.bridge = nil }
+        let slots = self.state.withLock { state -> [TransferSlot] in
+            let slots = state.slots
+            state.slots = []
+            state.completedInputs = []
+            state.freeOutputs = []
+            return slots
         }
+        for slot in slots { slot.bridge = nil }
     }
 
     /// Socket → OUT transfers.
