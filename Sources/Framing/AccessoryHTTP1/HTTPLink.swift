@@ -367,8 +367,9 @@ public final class HTTPLink: Sendable {
         } else {
             request.headerFields[.contentLength] = nil
         }
+        var head: HTTPRequestHead
         do {
-            return try HTTPRequestHead(request)
+            head = try HTTPRequestHead(request)
         } catch {
             throw HTTPLinkError(
                 .invalidRequest,
@@ -376,6 +377,17 @@ public final class HTTPLink: Sendable {
                 underlying: error
             )
         }
+        if self.configuration.titleCaseHeaderNames {
+            head.headers = HTTPHeaders(head.headers.map { (Self.titleCased($0.name), $0.value) })
+        }
+        return head
+    }
+
+    /// `content-type` → `Content-Type`: each `-`-separated word capitalised, the rest lowercase.
+    static func titleCased(_ name: String) -> String {
+        name.split(separator: "-", omittingEmptySubsequences: false)
+            .map { word in word.prefix(1).uppercased() + word.dropFirst().lowercased() }
+            .joined(separator: "-")
     }
 }
 

@@ -41,6 +41,9 @@ public struct LinkConfiguration: Sendable {
     public var responseBufferSize: Int = 1024 * 1024
     /// Receives a trace of both directions, if set (the CLI's `-v`).
     public var tracer: LinkTracer?
+    /// Write request header names in Title-Case (`Content-Type`, `X-Api-Key`), for devices that
+    /// accept nothing else (the USB `title-case-headers` quirk). Off: names go out as given.
+    public var titleCaseHeaderNames = false
 
     public init() {}
 }

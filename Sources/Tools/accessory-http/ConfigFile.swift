@@ -1,3 +1,5 @@
+import AccessoryUSB
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -9,10 +11,12 @@ import Musl
 ///
 /// Known keys: `device` (a device spec), `host` (the Host header), `timeout` (seconds).
 /// An unknown key is an error that names the file and line, so a typo is never ignored.
+/// `[usb VID:PID]` starts a section of USB quirks for that device (see ConfigFile+USB.swift).
 struct ConfigFile {
     var device: String?
     var host: String?
     var timeout: Double?
+    var usbQuirks: [String: USBQuirks] = [:]
     var path: String
 
     static var defaultPath: String? {
@@ -26,14 +30,24 @@ struct ConfigFile {
     static func load(path: String) throws(CLIError) -> ConfigFile {
         var config = ConfigFile(path: path)
         guard let text = readTextFile(path) else { return config }
+        var section: String?
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.trimmingSpaces()
             if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("[") {
+                section = try Self.usbSection(line, at: "\(path):\(index + 1)")
+                if let section, config.usbQuirks[section] == nil { config.usbQuirks[section] = USBQuirks() }
+                continue
+            }
             guard let equals = line.firstIndex(of: "=") else {
                 throw CLIError(.usage, "\(path):\(index + 1): expected 'key = value', found \"\(line)\"")
             }
             let key = String(line[..<equals]).trimmingSpaces()
             let value = String(line[line.index(after: equals)...]).trimmingSpaces()
+            if let section {
+                try config.setUSBQuirk(key, value, device: section, at: "\(path):\(index + 1)")
+                continue
+            }
             switch key {
             case "device": config.device = value
             case "host": config.host = value

@@ -11,7 +11,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The accessory: emulator, unix:PATH, exec:COMMAND, serial:PATH[?baud=N&flow=rtscts], stdio.",
+            "The accessory: emulator, unix:PATH, exec:COMMAND, serial:PATH[?baud=N&flow=rtscts], usb:VID:PID[?serial=S], stdio.",
             discussion: "Defaults to $ACCESSORY_HTTP_DEVICE, then `device` in ~/.config/accessory-http/config.",
             valueName: "spec"
         )
@@ -67,9 +67,12 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// A transport for a client: the emulator runs in this process on a socketpair.
-    static func clientTransport(for spec: DeviceSpec) throws(CLIError) -> any ByteStreamTransport {
+    static func clientTransport(for spec: DeviceSpec, config: ConfigFile? = nil) throws(CLIError) -> any ByteStreamTransport {
         if case .emulator = spec {
             return EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton.next())
+        }
+        if case .usb(let selector) = spec {
+            return USBTransportFactory.transport(for: selector, config: config)
         }
         do {
             return try spec.makeTransport()
@@ -85,7 +88,7 @@ struct GlobalOptions: ParsableArguments {
         connectTimeout: Double? = nil
     ) throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         let (spec, config) = try self.resolveDevice()
-        let transport = try self.tls.wrapClient(try Self.clientTransport(for: spec), spec: spec)
+        let transport = try self.tls.wrapClient(try Self.clientTransport(for: spec, config: config), spec: spec)
         var configuration = AccessoryClient.Configuration()
         if let host = self.host ?? config?.host { configuration.link.host = host }
         if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }
@@ -93,6 +96,9 @@ struct GlobalOptions: ParsableArguments {
         if let connectTimeout { configuration.link.openTimeout = .seconds(connectTimeout) }
         let renderer = self.verbose ? TraceRenderer(limit: self.traceLimit) : nil
         if let renderer { configuration.link.tracer = renderer.tracer }
+        if case .usb(let selector) = spec, config?.usbQuirks[selector.description]?.titleCaseHeaderNames == true {
+            configuration.link.titleCaseHeaderNames = true
+        }
         return (AccessoryClient(transport: transport, configuration: configuration), config, renderer)
     }
 }

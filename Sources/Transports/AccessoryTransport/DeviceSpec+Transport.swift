@@ -2,7 +2,8 @@ extension DeviceSpec {
     /// The transport that opens this device.
     ///
     /// - Throws: ``TransportError/Code/unsupported`` for ``emulator`` (the client layer
-    ///   supplies the emulator's transport) and for ``usb(_:)`` (not built yet).
+    ///   supplies the emulator's transport) and for ``usb(_:)`` (AccessoryUSB's `USBTransport`
+    ///   opens it; this module does not link libusb).
     public func makeTransport() throws(TransportError) -> any ByteStreamTransport {
         switch self {
         case .emulator:
@@ -16,7 +17,7 @@ extension DeviceSpec {
         case .serial(let path, let settings):
             return SerialTransport(path: path, settings: settings)
         case .usb(let selector):
-            throw TransportError(.unsupported, "USB support is not built yet (issue 4); cannot open usb:\(selector). Until then, reach the accessory through its serial interface (serial:PATH) if it has one")
+            throw TransportError(.unsupported, "usb:\(selector) is opened by USBTransport in the AccessoryUSB module (libusb), not by AccessoryTransport; use USBTransport(selector:) (the accessory-http CLI does)")
         }
     }
 }

@@ -22,8 +22,8 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     /// `serial:PATH[?baud=…&data=…&parity=…&stop=…&flow=…]`: a serial tty.
     case serial(path: String, settings: SerialSettings)
     /// `usb:VID:PID[?serial=…&port=…&interface=…]`: a USB accessory's bulk endpoints.
-    /// Parsed and validated; opening it throws ``TransportError/Code/unsupported`` until the
-    /// USB transport exists.
+    /// Opened by `USBTransport` in AccessoryUSB (libusb); ``makeTransport()`` here throws
+    /// ``TransportError/Code/unsupported`` because AccessoryTransport does not link libusb.
     case usb(USBDeviceSelector)
 
     /// Parses a device spec.
@@ -48,7 +48,7 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
           serial:PATH[?OPTIONS]   a serial tty, e.g. serial:/dev/ttyACM0?baud=115200&flow=rtscts
                                   options (default): baud=N (115200), data=5|6|7|8 (8),
                                   parity=none|even|odd (none), stop=1|2 (1), flow=none|rtscts (none)
-          usb:VID:PID[?OPTIONS]   a USB accessory (not built yet), IDs in 4 hex digits,
+          usb:VID:PID[?OPTIONS]   a USB accessory's bulk endpoints (libusb), IDs in 4 hex digits,
                                   e.g. usb:1209:0001?serial=A1B2&port=1-2.3&interface=0
                                   options: serial=SERIAL, port=BUS-PORT[.PORT...], interface=N
         """

@@ -1,0 +1,52 @@
+import AccessoryEmulator
+import AccessoryFunctionFS
+import AccessoryResponder
+import ArgumentParser
+import Dispatch
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `accessory-http serve-gadget DIR`: the emulated accessory as a USB gadget function.
+struct ServeGadget: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve-gadget",
+        abstract: "Serve the emulated accessory as a USB gadget through FunctionFS (Linux gadget hardware).",
+        discussion: """
+            DIR is where functionfs is mounted for the function (scripts/usb-gadget setup mounts it
+            at /dev/ffs-accessory). Start this first, then bind the gadget to its UDC
+            (scripts/usb-gadget bind): the descriptors must be written before binding. Each host
+            session (the host selecting the interface) is a fresh link. See docs/usb.md.
+              sudo scripts/usb-gadget setup
+              sudo accessory-http serve-gadget /dev/ffs-accessory &
+              sudo scripts/usb-gadget bind
+            SIGUSR1 stalls the bulk IN endpoint (fault injection for tests of the host's stall recovery).
+            """
+    )
+    @OptionGroup var globals: GlobalOptions
+    @Argument(help: ArgumentHelp("The functionfs mount point.", valueName: "dir")) var directory: String = "/dev/ffs-accessory"
+
+    func run() async throws {
+        let (directory, verbose) = (self.directory, self.globals.verbose)
+        try await runReportingErrors {
+            let transport = FunctionFSTransport(directory: directory)
+            let responder = EmulatedAccessory().makeResponder()
+            let loop = MultiThreadedEventLoopGroup.singleton.next()
+            if verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
+            signal(SIGUSR1, SIG_IGN)
+            let stall = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
+            stall.setEventHandler {
+                let halted = transport.haltInputEndpoint()
+                StandardError.write("* SIGUSR1: bulk IN endpoint \(halted ? "halted" : "could not be halted")\n")
+            }
+            stall.resume()
+            defer { stall.cancel() }
+            while !Task.isCancelled {
+                try await responder.serve(transport: transport, on: loop)
+                if verbose { StandardError.write("* link ended; waiting for the next host session\n") }
+            }
+        }
+    }
+}

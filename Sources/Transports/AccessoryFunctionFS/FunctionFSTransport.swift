@@ -1,0 +1,353 @@
+import AccessoryTransport
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The accessory side of a USB link on Linux gadget hardware: a FunctionFS function, mounted at
+/// ``directory``, served as a byte stream pair.
+///
+/// The first ``open(on:configure:)`` writes the descriptors and strings to `ep0` (the gadget must
+/// be bound to a UDC only after that; see `scripts/usb-gadget`) and starts three threads: one
+/// reads `ep0` events, one carries host-to-device bytes from `ep2` into the current link, one
+/// carries the current link's bytes to `ep1` (with a zero-length packet after writes that fill
+/// whole packets).
+///
+/// Each link lasts from the host enabling the function (configuration, or selecting the
+/// interface's alternate setting, which the USB host transport does on every open) until it is
+/// disabled, re-enabled or unbound, or the responder closes its end. Bytes of an abandoned link
+/// are dropped, so a new host session always starts in step. Serve it in a loop:
+///
+/// ```swift
+/// let transport = FunctionFSTransport(directory: "/dev/ffs-accessory")
+/// while !Task.isCancelled {
+///     try await EmulatedAccessory().makeResponder().serve(transport: transport, on: loop)
+/// }
+/// ```
+public final class FunctionFSTransport: ByteStreamTransport {
+    /// Settings of the function.
+    public struct Configuration: Sendable, Hashable {
+        /// The interface the function describes to the host.
+        public var descriptors = FunctionFSDescriptors()
+        /// The buffer of each `ep2` read, larger than any host transfer (64 KiB).
+        public var readSize = 64 * 1024
+        /// The largest write to `ep1` (16 KiB).
+        public var writeSize = 16 * 1024
+        /// Send a zero-length packet after a write that is a multiple of the packet size.
+        public var zeroLengthPackets = true
+
+        public init() {}
+    }
+
+    /// A link's end of the socketpair; closed when the last thread using it lets go.
+    final class Link: Sendable {
+        let descriptor: CInt
+        let generation: Int
+        init(descriptor: CInt, generation: Int) {
+            self.descriptor = descriptor
+            self.generation = generation
+        }
+        deinit { _ = close(self.descriptor) }
+        func end() { _ = shutdown(self.descriptor, CInt(SHUT_RDWR)) }
+    }
+
+    private struct State {
+        var started = false
+        var startError: String?
+        var control: CInt = -1
+        var input: CInt = -1
+        var output: CInt = -1
+        var enabled = false
+        var generation = 0
+        var link: Link?
+        var maxPacketSize = 512
+        var lastEvent = "none yet"
+    }
+
+    /// Where `functionfs` is mounted for this function, e.g. `/dev/ffs-accessory`.
+    public let directory: String
+    public let configuration: Configuration
+    private let state = Mutex(State())
+    private let logger = Logger(label: "accessory-http.functionfs")
+
+    public init(directory: String, configuration: Configuration = .init()) {
+        self.directory = directory
+        self.configuration = configuration
+    }
+
+    public var description: String { "functionfs:\(self.directory)" }
+
+    /// Whether the host has enabled the function (it is configured and not unbound).
+    public var isEnabled: Bool { self.state.withLock { $0.enabled } }
+
+    public func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        try self.startIfNeeded()
+        // Wait for the host to enable the function and for the previous link to be over.
+        var link: Link?
+        var local: CInt = -1
+        while link == nil {
+            try Task.checkCancellation()
+            let ready = self.state.withLock { $0.enabled && $0.link == nil }
+            if ready {
+                let (mine, theirs) = try SocketPairTransport.makeSocketPair()
+                link = self.state.withLock { state -> Link? in
+                    guard state.enabled, state.link == nil else { return nil }
+                    let link = Link(descriptor: theirs, generation: state.generation)
+                    state.link = link
+                    return link
+                }
+                if link == nil {
+                    _ = close(mine)
+                    _ = close(theirs)
+                } else {
+                    local = mine
+                }
+            } else {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        do {
+            let channel = try await NIOPipeBootstrap(group: eventLoop)
+                .channelOption(.allowRemoteHalfClosure, value: true)
+                .channelInitializer(configure)
+                .takingOwnershipOfDescriptor(inputOutput: local)
+                .get()
+            let transport = self
+            return OpenedByteStream(channel: channel) { transport.state.withLock { "last FunctionFS event: \($0.lastEvent)" } }
+        } catch {
+            _ = close(local)
+            if let link { self.end(link) }
+            throw TransportError(.openFailed, "could not attach \(self) to the event loop: \(error)")
+        }
+    }
+
+    /// Stalls the bulk IN endpoint, for fault-injection tests: the host's pending and next reads
+    /// fail with a stall (`LIBUSB_ERROR_PIPE`) until it clears the halt. Works while no response
+    /// is being written (the controller refuses to halt an IN endpoint with queued data).
+    ///
+    /// - Returns: whether the kernel reported the endpoint halted.
+    @discardableResult
+    public func haltInputEndpoint() -> Bool {
+        let input = self.state.withLock { $0.input }
+        guard input >= 0 else { return false }
+        var byte: UInt8 = 0
+        // I/O against an endpoint's direction halts it (FunctionFS answers EBADMSG).
+        let result = read(input, &byte, 1)
+        return result < 0 && errno == EBADMSG
+    }
+
+    // MARK: Set-up
+
+    private func startIfNeeded() throws(TransportError) {
+        let (started, startError) = self.state.withLock { ($0.started, $0.startError) }
+        if let startError { throw TransportError(.openFailed, startError) }
+        if started { return }
+        let control = Glibc.open(self.directory + "/ep0", O_RDWR | O_CLOEXEC)
+        guard control >= 0 else {
+            let reason = String(cString: strerror(errno))
+            let code: TransportError.Code = errno == ENOENT ? .deviceNotFound : (errno == EACCES ? .permissionDenied : .openFailed)
+            throw TransportError(code, "cannot open \(self.directory)/ep0: \(reason) (mount functionfs there first: scripts/usb-gadget setup; see docs/usb.md)")
+        }
+        for blob in [self.configuration.descriptors.descriptorBlob, self.configuration.descriptors.stringsBlob] {
+            let written = blob.withUnsafeBytes { write(control, $0.baseAddress, $0.count) }
+            guard written == blob.count else {
+                let reason = written < 0 ? String(cString: strerror(errno)) : "short write"
+                _ = close(control)
+                throw TransportError(.openFailed, "writing the USB descriptors to \(self.directory)/ep0 failed: \(reason) (is another program serving this function?)")
+            }
+        }
+        let input = Glibc.open(self.directory + "/" + FunctionFSDescriptors.inputEndpointFile, O_RDWR | O_CLOEXEC)
+        let output = Glibc.open(self.directory + "/" + FunctionFSDescriptors.outputEndpointFile, O_RDWR | O_CLOEXEC)
+        guard input >= 0, output >= 0 else {
+            let reason = String(cString: strerror(errno))
+            if input >= 0 { _ = close(input) }
+            if output >= 0 { _ = close(output) }
+            _ = close(control)
+            throw TransportError(.openFailed, "cannot open the endpoints in \(self.directory): \(reason)")
+        }
+        self.state.withLock { state in
+            state.started = true
+            state.control = control
+            state.input = input
+            state.output = output
+        }
+        do {
+            try Self.startThread { self.runControl(control) }
+            try Self.startThread { self.runHostToDevice(output) }
+            try Self.startThread { self.runDeviceToHost(input) }
+        } catch {
+            self.state.withLock { $0.startError = "could not start the FunctionFS threads: errno \(error.rawValue)" }
+            throw TransportError(.openFailed, "could not start the FunctionFS threads: errno \(error.rawValue)")
+        }
+    }
+
+    // MARK: Threads
+
+    private func end(_ link: Link) {
+        link.end()
+        self.state.withLock { state in
+            if state.link === link { state.link = nil }
+        }
+    }
+
+    private func endCurrentLink(_ state: inout State) {
+        state.link?.end()
+        state.link = nil
+    }
+
+    /// `ep0` events: enable starts a new generation (and ends the link), disable and unbind end it.
+    private func runControl(_ control: CInt) {
+        var buffer = [UInt8](repeating: 0, count: FunctionFSEvent.size * 4)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(control, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 {
+                self.logger.error("reading \(self.directory)/ep0 failed; no more events")
+                return
+            }
+            for event in FunctionFSEvent.decode(buffer[0..<count]) {
+                switch event.kind {
+                case .enable:
+                    let packet = self.currentMaxPacketSize()
+                    self.state.withLock { state in
+                        state.enabled = true
+                        state.generation += 1
+                        state.maxPacketSize = packet
+                        state.lastEvent = "enable"
+                        self.endCurrentLink(&state)
+                    }
+                case .disable, .unbind:
+                    self.state.withLock { state in
+                        state.enabled = false
+                        state.lastEvent = event.kind == .disable ? "disable" : "unbind"
+                        self.endCurrentLink(&state)
+                    }
+                case .setup:
+                    // No control requests are defined for this function: stall them.
+                    var none: UInt8 = 0
+                    if event.requestType & 0x80 != 0 { _ = read(control, &none, 0) } else { _ = write(control, &none, 0) }
+                case .bind, .suspend, .resume, .none:
+                    self.state.withLock { $0.lastEvent = event.kind.map { "\($0)" } ?? "unknown" }
+                }
+            }
+        }
+    }
+
+    /// The IN endpoint's packet size at the current speed (`FUNCTIONFS_ENDPOINT_DESC`).
+    private func currentMaxPacketSize() -> Int {
+        let input = self.state.withLock { $0.input }
+        var descriptor = [UInt8](repeating: 0, count: 9)
+        let request: UInt = 0x8009_6782  // _IOR('g', 130, struct usb_endpoint_descriptor) (9 bytes)
+        let result = descriptor.withUnsafeMutableBytes { bytes -> CInt in
+            guard let base = bytes.baseAddress else { return -1 }
+            return ioctl(input, request, base)
+        }
+        guard result >= 0 else { return 512 }
+        let size = Int(descriptor[4]) | (Int(descriptor[5] & 0x07) << 8)
+        return size > 0 ? size : 512
+    }
+
+    /// `ep2` → the current link. Bytes read in one generation never reach another's link.
+    private func runHostToDevice(_ output: CInt) {
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: self.configuration.readSize)
+        defer { buffer.deallocate() }
+        while true {
+            let generation = self.state.withLock { $0.generation }
+            let count = read(output, buffer, self.configuration.readSize)
+            if count < 0 {
+                // Disabled or unbound (ESHUTDOWN), or interrupted: wait for the next enable.
+                usleep(10_000)
+                continue
+            }
+            if count == 0 { continue }  // a zero-length packet
+            var link: Link?
+            while link == nil {
+                let (current, stillSameGeneration) = self.state.withLock { state in
+                    (state.link?.generation == generation ? state.link : nil, state.generation == generation)
+                }
+                guard stillSameGeneration else { break }
+                link = current
+                if link == nil { usleep(1000) }
+            }
+            guard let link else { continue }  // a new host session began: the bytes are stale
+            var offset = 0
+            while offset < count {
+                let sent = send(link.descriptor, buffer + offset, count - offset, CInt(MSG_NOSIGNAL))
+                if sent < 0 && errno == EINTR { continue }
+                if sent <= 0 { break }
+                offset += sent
+            }
+        }
+    }
+
+    /// The current link → `ep1`, with a zero-length packet after writes of whole packets.
+    private func runDeviceToHost(_ input: CInt) {
+        let size = self.configuration.writeSize
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
+        defer { buffer.deallocate() }
+        while true {
+            guard let link = self.state.withLock({ $0.link }) else {
+                usleep(2000)
+                continue
+            }
+            let count = read(link.descriptor, buffer, size)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 {
+                self.end(link)  // the responder closed the link
+                continue
+            }
+            var offset = 0
+            var failed = false
+            while offset < count {
+                let written = write(input, buffer + offset, count - offset)
+                if written < 0 && errno == EINTR { continue }
+                if written < 0 {
+                    failed = true
+                    break
+                }
+                offset += written
+            }
+            if failed {
+                self.end(link)  // disabled or unbound mid-write: this link is over
+                continue
+            }
+            let packet = self.state.withLock { $0.maxPacketSize }
+            if self.configuration.zeroLengthPackets && functionFSNeedsZeroLengthPacket(afterWriting: count, maxPacketSize: packet) {
+                _ = write(input, buffer, 0)
+            }
+        }
+    }
+
+    private static func startThread(_ body: @escaping @Sendable () -> Void) throws(FunctionFSThreadError) {
+        final class Box: Sendable {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
+            return nil
+        }, context)
+        guard result == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            throw FunctionFSThreadError(rawValue: result)
+        }
+        pthread_detach(thread)
+    }
+}
+
+/// `pthread_create` failed with this error number.
+struct FunctionFSThreadError: Error {
+    let rawValue: CInt
+}

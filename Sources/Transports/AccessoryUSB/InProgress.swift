@@ -1,1 +1,0 @@
-// In progress on a branch; removed before anything lands.

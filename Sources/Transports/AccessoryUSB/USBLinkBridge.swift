@@ -1,0 +1,377 @@
+import AccessoryTransport
+import CLibUSB
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One libusb transfer and its buffer.
+///
+/// `@unchecked Sendable`: a slot has one owner at a time: libusb and the kernel while it is
+/// submitted, otherwise the thread that took it from the bridge's state (under the bridge's
+/// mutex) or the completion callback that libusb hands it to; every hand-off goes through
+/// that mutex or through `libusb_submit_transfer`/the completion, which order memory. The
+/// transfer and buffer are freed in `deinit`, which runs only after the bridge has seen every
+/// submitted transfer come back.
+final class TransferSlot: @unchecked Sendable {
+    let transfer: UnsafeMutablePointer<libusb_transfer>
+    let buffer: UnsafeMutablePointer<UInt8>
+    let capacity: Int
+    let isInput: Bool
+    /// Set while libusb owns the transfer; read and written under the bridge's mutex.
+    var submitted = false
+    /// The bridge this slot belongs to; the reference cycle is broken by `USBLinkBridge.teardown`.
+    var bridge: USBLinkBridge?
+
+    init?(capacity: Int, isInput: Bool) {
+        guard let transfer = libusb_alloc_transfer(0) else { return nil }
+        self.transfer = transfer
+        self.capacity = capacity
+        self.buffer = .allocate(capacity: capacity)
+        self.isInput = isInput
+    }
+
+    deinit {
+        libusb_free_transfer(self.transfer)
+        self.buffer.deallocate()
+    }
+}
+
+/// Carries bytes between a claimed interface's bulk endpoints and one end of a socketpair,
+/// whose other end is the NIO channel the HTTP layer sees.
+///
+/// Threads: one runs libusb's event loop (and tears everything down at the end), one reads the
+/// socket and submits OUT transfers (up to `transfersInFlight` at once), one writes completed IN
+/// transfers to the socket in completion order and resubmits them. Any failure (unplug, stall,
+/// timeout) records a reason, cancels every transfer and shuts the socket down, so the HTTP
+/// layer sees the stream end at once and reads the reason from the diagnostics.
+final class USBLinkBridge: Sendable {
+    private struct State {
+        var closing = false
+        var failure: String?
+        var inFlight = 0
+        var completedInputs: [TransferSlot] = []
+        var freeOutputs: [TransferSlot] = []
+        var slots: [TransferSlot] = []
+        var writerDone = false
+        var deliveryDone = false
+        var haltedEndpoint: UInt8?
+        var zeroLengthReads = 0
+        /// The failure was an unspecific transfer error, which is also what an unplug looks like
+        /// before libusb notices the device is gone.
+        var failureMayBeUnplug = false
+    }
+
+    let handle: LibUSBDeviceHandle
+    let interface: USBLinkInterface
+    let policy: USBTransferPolicy
+    let name: String
+    /// The bridge's end of the socketpair; closed in teardown.
+    let socket: CInt
+    private let state = Mutex(State())
+    private let inputReady = DispatchSemaphore(value: 0)
+    private let outputFree = DispatchSemaphore(value: 0)
+
+    init(handle: LibUSBDeviceHandle, interface: USBLinkInterface, policy: USBTransferPolicy, name: String, socket: CInt) {
+        self.handle = handle
+        self.interface = interface
+        self.policy = policy
+        self.name = name
+        self.socket = socket
+    }
+
+    /// Why the link ended, if it failed.
+    var failure: String? { self.state.withLock { $0.failure } }
+
+    /// ``failure``, after waiting up to a second to tell an unplug from another transfer error
+    /// (the kernel fails the transfers a moment before it removes the device node).
+    func explainedFailure(deviceNode: String) async -> String? {
+        let (failure, mayBeUnplug) = self.state.withLock { ($0.failure, $0.failureMayBeUnplug) }
+        guard let failure, mayBeUnplug else { return failure }
+        for _ in 0..<20 {
+            if access(deviceNode, F_OK) != 0 {
+                return "the USB device \(self.name) was disconnected (\(failure))"
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return failure
+    }
+
+    /// Allocates the transfers, submits the reads and starts the threads.
+    func start() throws(TransportError) {
+        let inSize = self.policy.transferSize(maxPacketSize: self.interface.input.maxPacketSize)
+        let outSize = self.policy.transferSize(maxPacketSize: self.interface.output.maxPacketSize)
+        let count = max(1, self.policy.transfersInFlight)
+        var inputs: [TransferSlot] = []
+        var outputs: [TransferSlot] = []
+        for _ in 0..<count {
+            guard let input = TransferSlot(capacity: inSize, isInput: true),
+                let output = TransferSlot(capacity: outSize, isInput: false)
+            else { throw TransportError(.openFailed, "libusb could not allocate transfers for \(self.name)") }
+            input.bridge = self
+            output.bridge = self
+            inputs.append(input)
+            outputs.append(output)
+        }
+        self.state.withLock {
+            $0.slots = inputs + outputs
+            $0.freeOutputs = outputs
+        }
+        for _ in outputs { self.outputFree.signal() }
+        for input in inputs {
+            if let error = self.submit(input, length: input.capacity) {
+                self.fail("could not start reading from \(self.name): \(error)")
+                break
+            }
+        }
+        do {
+            try Self.startThread { self.runEvents() }
+            try Self.startThread { self.runWriter() }
+            try Self.startThread { self.runDelivery() }
+        } catch {
+            // Without its threads the bridge cannot run; nothing was handed out yet.
+            self.fail("could not start the USB threads: \(error)")
+            throw TransportError(.openFailed, "could not start the USB threads for \(self.name): errno \(error.rawValue)")
+        }
+    }
+
+    // MARK: Submitting and completing
+
+    /// Submits `slot` with `length` bytes; returns the libusb error if it was not submitted.
+    private func submit(_ slot: TransferSlot, length: Int) -> LibUSBError? {
+        let endpoint = slot.isInput ? self.interface.input.address : self.interface.output.address
+        let timeout = slot.isInput ? 0 : self.policy.writeTimeoutMilliseconds
+        let context = Unmanaged.passUnretained(slot).toOpaque()
+        libusb_fill_bulk_transfer(slot.transfer, self.handle.pointer, endpoint, slot.buffer, Int32(length), { transfer in
+            guard let transfer, let context = transfer.pointee.user_data else { return }
+            let slot = Unmanaged<TransferSlot>.fromOpaque(context).takeUnretainedValue()
+            slot.bridge?.completed(slot)
+        }, context, timeout)
+        var flags: UInt8 = 0
+        if !slot.isInput && self.policy.needsZeroLengthPacket(afterWriting: length, maxPacketSize: self.interface.output.maxPacketSize) {
+            flags |= UInt8(LIBUSB_TRANSFER_ADD_ZERO_PACKET.rawValue)
+        }
+        slot.transfer.pointee.flags = flags
+        let admitted = self.state.withLock { state -> Bool in
+            guard !state.closing else { return false }
+            state.inFlight += 1
+            slot.submitted = true
+            return true
+        }
+        guard admitted else { return nil }
+        let result = libusb_submit_transfer(slot.transfer)
+        if result != 0 {
+            self.state.withLock { state in
+                state.inFlight -= 1
+                slot.submitted = false
+            }
+            return LibUSBError(rawValue: result)
+        }
+        // A failure between the check above and the submission cancelled everything it saw;
+        // this transfer was not among them.
+        if self.state.withLock({ $0.closing }) { _ = libusb_cancel_transfer(slot.transfer) }
+        return nil
+    }
+
+    /// libusb's completion callback (on the event thread).
+    private func completed(_ slot: TransferSlot) {
+        let status = slot.transfer.pointee.status
+        let direction = slot.isInput ? "reading from" : "writing to"
+        let endpoint = slot.isInput ? self.interface.input.address : self.interface.output.address
+        var problem: String?
+        var halted: UInt8?
+        switch status {
+        case LIBUSB_TRANSFER_COMPLETED:
+            break
+        case LIBUSB_TRANSFER_CANCELLED:
+            break
+        case LIBUSB_TRANSFER_NO_DEVICE:
+            problem = "the USB device \(self.name) was disconnected (LIBUSB_TRANSFER_NO_DEVICE while \(direction) it)"
+        case LIBUSB_TRANSFER_STALL:
+            problem = "endpoint 0x\(String(endpoint, radix: 16)) of \(self.name) stalled while \(direction) it; the halt was cleared and the link must be reopened"
+            halted = endpoint
+        case LIBUSB_TRANSFER_TIMED_OUT:
+            problem = "\(direction) \(self.name) timed out after \(self.policy.writeTimeoutMilliseconds) ms (the device stopped reading)"
+        case LIBUSB_TRANSFER_OVERFLOW:
+            problem = "the device \(self.name) sent more than was asked for (LIBUSB_TRANSFER_OVERFLOW)"
+        default:
+            problem = "\(direction) \(self.name) failed (\(status == LIBUSB_TRANSFER_ERROR ? "LIBUSB_TRANSFER_ERROR" : "libusb transfer status \(status.rawValue)"))"
+        }
+        let wake: Bool = self.state.withLock { state in
+            state.inFlight -= 1
+            slot.submitted = false
+            if let halted { state.haltedEndpoint = halted }
+            if status == LIBUSB_TRANSFER_ERROR && !state.closing { state.failureMayBeUnplug = true }
+            guard !state.closing, problem == nil, status == LIBUSB_TRANSFER_COMPLETED else { return false }
+            if slot.isInput {
+                state.completedInputs.append(slot)
+            } else {
+                state.freeOutputs.append(slot)
+            }
+            return true
+        }
+        if let problem {
+            self.fail(problem)
+        } else if wake {
+            if slot.isInput { self.inputReady.signal() } else { self.outputFree.signal() }
+        }
+    }
+
+    /// Ends the link: records `reason` (nil: an orderly close by the HTTP side), cancels every
+    /// transfer and shuts the socket down. Only the first call counts.
+    func fail(_ reason: String?) {
+        let pending: [TransferSlot]? = self.state.withLock { state in
+            guard !state.closing else { return nil }
+            state.closing = true
+            state.failure = reason
+            return state.slots.filter(\.submitted)
+        }
+        guard let pending else { return }
+        for slot in pending { _ = libusb_cancel_transfer(slot.transfer) }
+        _ = shutdown(self.socket, CInt(SHUT_RDWR))
+        self.inputReady.signal()
+        for _ in 0...max(1, self.policy.transfersInFlight) { self.outputFree.signal() }
+    }
+
+    // MARK: Threads
+
+    private func runEvents() {
+        let clock = ContinuousClock()
+        var closedAt: ContinuousClock.Instant?
+        while true {
+            _ = self.handle.device.context.handleEvents(milliseconds: 100)
+            let (closing, inFlight, threadsDone) = self.state.withLock { ($0.closing, $0.inFlight, $0.writerDone && $0.deliveryDone) }
+            guard closing else { continue }
+            if inFlight == 0 && threadsDone { break }
+            let started = closedAt ?? clock.now
+            closedAt = started
+            if clock.now - started > .seconds(5) {
+                // Five seconds after the end a transfer has still not come back (or a thread has
+                // not finished): release the interface, but leave the transfers, the socket and so
+                // the handle allocated rather than free what libusb or a thread may still use.
+                self.handle.releaseInterface(self.interface.interfaceNumber)
+                return
+            }
+        }
+        self.teardown()
+    }
+
+    /// Runs once every transfer is back and both bridge threads have finished.
+    private func teardown() {
+        if let endpoint = self.state.withLock({ $0.haltedEndpoint }) {
+            try? self.handle.clearHalt(endpoint: endpoint)
+        }
+        self.handle.releaseInterface(self.interface.interfaceNumber)
+        _ = close(self.socket)
+        let slots = self.state.withLock { state -> [TransferSlot] in
+            let slots = state.slots
+            state.slots = []
+            state.completedInputs = []
+            state.freeOutputs = []
+            return slots
+        }
+        for slot in slots { slot.bridge = nil }
+    }
+
+    /// Socket → OUT transfers.
+    private func runWriter() {
+        defer { self.state.withLock { $0.writerDone = true } }
+        while true {
+            self.outputFree.wait()
+            guard let slot = self.state.withLock({ state -> TransferSlot? in
+                state.closing ? nil : state.freeOutputs.popLast()
+            }) else {
+                if self.state.withLock({ $0.closing }) { return }
+                continue
+            }
+            var count: Int
+            repeat {
+                count = read(self.socket, slot.buffer, slot.capacity)
+            } while count < 0 && errno == EINTR
+            if count == 0 {
+                self.fail(nil)  // the HTTP side closed the stream
+                return
+            }
+            if count < 0 {
+                let reason = String(cString: strerror(errno))
+                self.fail(self.state.withLock { $0.closing } ? nil : "reading the socket of \(self.name) failed: \(reason)")
+                return
+            }
+            if let error = self.submit(slot, length: count) {
+                self.fail(error == .noDevice
+                    ? "the USB device \(self.name) was disconnected (\(error.name))"
+                    : "could not write to \(self.name): \(error)")
+                return
+            }
+        }
+    }
+
+    /// IN transfers → socket, in completion order.
+    private func runDelivery() {
+        defer { self.state.withLock { $0.deliveryDone = true } }
+        while true {
+            self.inputReady.wait()
+            guard let slot = self.state.withLock({ state -> TransferSlot? in
+                state.closing || state.completedInputs.isEmpty ? nil : state.completedInputs.removeFirst()
+            }) else {
+                if self.state.withLock({ $0.closing }) { return }
+                continue
+            }
+            let length = Int(slot.transfer.pointee.actual_length)
+            if length == 0 {
+                // 0-byte read: a ZLP that ended a transfer, or a device with nothing to say.
+                let consecutive = self.state.withLock { state -> Int in
+                    state.zeroLengthReads += 1
+                    return state.zeroLengthReads
+                }
+                let delay = USBTransferPolicy.zeroLengthReadDelay(consecutive: consecutive)
+                if delay > 0 { usleep(UInt32(delay) * 1000) }
+            } else {
+                self.state.withLock { $0.zeroLengthReads = 0 }
+                var offset = 0
+                while offset < length {
+                    let written = send(self.socket, slot.buffer + offset, length - offset, CInt(MSG_NOSIGNAL))
+                    if written < 0 && errno == EINTR { continue }
+                    if written <= 0 {
+                        self.fail(nil)  // the HTTP side is gone
+                        return
+                    }
+                    offset += written
+                }
+            }
+            if let error = self.submit(slot, length: slot.capacity) {
+                self.fail(error == .noDevice
+                    ? "the USB device \(self.name) was disconnected (\(error.name))"
+                    : "could not read from \(self.name): \(error)")
+                return
+            }
+        }
+    }
+
+    private static func startThread(_ body: @escaping @Sendable () -> Void) throws(USBThreadError) {
+        final class Box: Sendable {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
+            return nil
+        }, context)
+        guard result == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            throw USBThreadError(rawValue: result)
+        }
+        pthread_detach(thread)
+    }
+}
+
+struct USBThreadError: Error {
+    let rawValue: CInt
+}

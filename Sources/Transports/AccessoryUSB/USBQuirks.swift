@@ -1,0 +1,102 @@
+/// Per-device settings for accessories that need them, keyed by VID:PID in the config file:
+///
+/// ```
+/// [usb 1209:0001]
+/// zlp = off
+/// max-transfer-size = 8192
+/// claim-delay = 0.5
+/// title-case-headers = yes
+/// max-interfaces = 1
+/// ```
+public struct USBQuirks: Sendable, Hashable {
+    /// Send a zero-length packet after writes that fill whole packets (`zlp`, default on).
+    public var zeroLengthPackets: Bool?
+    /// The largest transfer in bytes (`max-transfer-size`, default 16384).
+    public var maxTransferSize: Int?
+    /// Seconds to wait after claiming the interface before the first transfer (`claim-delay`).
+    public var claimDelay: Double?
+    /// Send header names in Title-Case (`title-case-headers`); some devices only accept that.
+    /// Applied by whoever builds the link (`LinkConfiguration.titleCaseHeaderNames`).
+    public var titleCaseHeaderNames: Bool?
+    /// Use at most this many qualifying interfaces (`max-interfaces`).
+    public var maxInterfaces: Int?
+    /// Interface classes that qualify (`interface-class = ff/48/01`; repeatable, comma-separated).
+    public var interfaceClasses: [USBInterfaceClass]?
+
+    public init() {}
+
+    /// The keys a `[usb VID:PID]` section accepts.
+    public static let keys = ["zlp", "max-transfer-size", "claim-delay", "title-case-headers", "max-interfaces", "interface-class"]
+
+    /// Sets one `key = value` line of a `[usb VID:PID]` section.
+    ///
+    /// - Throws: a message that names the key and the accepted values.
+    public mutating func set(_ key: String, to value: String) throws(USBQuirkError) {
+        switch key {
+        case "zlp":
+            self.zeroLengthPackets = try Self.boolean(key, value)
+        case "title-case-headers":
+            self.titleCaseHeaderNames = try Self.boolean(key, value)
+        case "max-transfer-size":
+            guard value.allSatisfy(\.isASCII), let size = Int(value), size >= 64, size <= 1 << 20 else {
+                throw USBQuirkError("max-transfer-size must be a number of bytes from 64 to 1048576, not \"\(value)\"")
+            }
+            self.maxTransferSize = size
+        case "claim-delay":
+            guard let seconds = Double(value), seconds >= 0, seconds <= 60 else {
+                throw USBQuirkError("claim-delay must be seconds from 0 to 60, not \"\(value)\"")
+            }
+            self.claimDelay = seconds
+        case "max-interfaces":
+            guard value.allSatisfy(\.isASCII), let count = Int(value), count >= 1, count <= 32 else {
+                throw USBQuirkError("max-interfaces must be a number from 1 to 32, not \"\(value)\"")
+            }
+            self.maxInterfaces = count
+        case "interface-class":
+            var classes: [USBInterfaceClass] = []
+            for part in value.split(separator: ",") {
+                let text = part.trimmingCharacters(in: " \t")
+                guard let parsed = USBInterfaceClass(parsing: text) else {
+                    throw USBQuirkError("interface-class must be CC/SS/PP in hex, * for any (e.g. ff/48/01 or 07/01/04), not \"\(text)\"")
+                }
+                classes.append(parsed)
+            }
+            guard !classes.isEmpty else { throw USBQuirkError("interface-class needs at least one CC/SS/PP") }
+            self.interfaceClasses = (self.interfaceClasses ?? []) + classes
+        default:
+            throw USBQuirkError("unknown USB setting \"\(key)\" (known: \(Self.keys.joined(separator: ", ")))")
+        }
+    }
+
+    /// Applies the quirks to a transfer policy.
+    public func applied(to policy: USBTransferPolicy) -> USBTransferPolicy {
+        var policy = policy
+        if let zlp = self.zeroLengthPackets { policy.zeroLengthPackets = zlp }
+        if let size = self.maxTransferSize { policy.maxTransferSize = size }
+        return policy
+    }
+
+    private static func boolean(_ key: String, _ value: String) throws(USBQuirkError) -> Bool {
+        switch value.lowercased() {
+        case "on", "yes", "true", "1": return true
+        case "off", "no", "false", "0": return false
+        default: throw USBQuirkError("\(key) must be on or off, not \"\(value)\"")
+        }
+    }
+}
+
+/// A quirk line that could not be understood.
+public struct USBQuirkError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { self.message }
+}
+
+extension StringProtocol {
+    func trimmingCharacters(in set: String) -> String {
+        guard let first = self.firstIndex(where: { !set.contains($0) }),
+            let last = self.lastIndex(where: { !set.contains($0) })
+        else { return "" }
+        return String(self[first...last])
+    }
+}
