@@ -196,11 +196,23 @@ struct Benchmarks: Sendable {
     func rawPingPong(_ exchange: StatusExchange, into table: inout Table) throws {
         let responsePath = "\(self.workDir)/status-response"
         try exchange.response.withUnsafeBytes { try Sys.writeFile(responsePath, $0) }
+        let (rates, p50, p99) = try self.pingPong(exchange, [self.selfPath, "raw-pong", String(exchange.request.count), responsePath])
+        let note = "\(exchange.request.count) B request, \(exchange.response.count) B response, blocking read/write"
+        table.add(Names.rawStatus, "req/s", rates, note: note)
+        table.add(Names.rawStatusP50, "µs", p50)
+        table.add(Names.rawStatusP99, "µs", p99)
+        // The responder alone: the same request bytes, written by a blocking loop instead of
+        // the native client, so the two halves of the native latency can be told apart.
+        let (serveRates, serveP50, _) = try self.pingPong(exchange, self.serveCommand)
+        table.add(Names.responderStatus, "req/s", serveRates, note: "the same loop against `serve --device stdio`")
+        table.add(Names.responderStatusP50, "µs", serveP50)
+    }
+
+    /// Sends the captured request and reads a response of the captured length, `statusCount`
+    /// times per repetition, against the child `command` on a socketpair.
+    func pingPong(_ exchange: StatusExchange, _ command: [String]) throws -> ([Double], [Double], [Double]) {
         let (mine, theirs) = try Sys.socketPair()
-        let pid = try Sys.spawn(
-            [self.selfPath, "raw-pong", String(exchange.request.count), responsePath],
-            stdin: theirs, stdout: theirs, stderr: try self.childStderr()
-        )
+        let pid = try Sys.spawn(command, stdin: theirs, stdout: theirs, stderr: try self.childStderr())
         close(theirs)
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
         defer { scratch.deallocate() }
@@ -213,7 +225,7 @@ struct Benchmarks: Sendable {
                 let begin = Sys.now()
                 try Sys.writeAll(mine, exchange.request)
                 guard try Sys.drain(mine, count: exchange.response.count, scratch: scratch) == exchange.response.count else {
-                    throw BenchError("raw-pong closed early")
+                    throw BenchError("\(command[0]) closed early")
                 }
                 latencies.append((Sys.now() - begin).seconds * 1e6)
             }
@@ -224,10 +236,7 @@ struct Benchmarks: Sendable {
         }
         close(mine)
         Sys.wait(pid)
-        let note = "\(exchange.request.count) B request, \(exchange.response.count) B response, blocking read/write"
-        table.add(Names.rawStatus, "req/s", rates, note: note)
-        table.add(Names.rawStatusP50, "µs", p50)
-        table.add(Names.rawStatusP99, "µs", p99)
+        return (rates, p50, p99)
     }
 
     // MARK: Socketpair: the native API
@@ -386,6 +395,8 @@ enum Names {
     static let rawStatus = "ping-pong limit: raw bytes"
     static let rawStatusP50 = "ping-pong limit: p50"
     static let rawStatusP99 = "ping-pong limit: p99"
+    static let responderStatus = "GET /status: raw loop → responder"
+    static let responderStatusP50 = "GET /status: raw loop → responder p50"
     static let nativeStatus = "GET /status: native API"
     static let nativeStatusP50 = "GET /status: native p50"
     static let nativeStatusP99 = "GET /status: native p99"
