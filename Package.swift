@@ -210,7 +210,10 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "AccessoryTransportTests",
-            dependencies: ["AccessoryTransport", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")]
+            dependencies: [
+                "AccessoryTransport", .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "AccessoryHTTP1Tests",
@@ -225,7 +228,8 @@ let package = Package(
         .testTarget(
             name: "AccessoryClientTests",
             dependencies: [
-                "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryHTTP1", "AccessoryCrypto",
+                "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryHTTP1",
+                "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -272,7 +276,8 @@ let package = Package(
         .testTarget(
             name: "AccessoryURLProtocolTests",
             dependencies: [
-                "AccessoryURLProtocol", "AccessoryClient", "AccessoryEmulator", "AccessoryResponder", "AccessoryTransport",
+                "AccessoryURLProtocol", "AccessoryClient", "AccessoryEmulator", "AccessoryResponder",
+                "AccessoryTransport",
                 "AccessoryTLS", "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

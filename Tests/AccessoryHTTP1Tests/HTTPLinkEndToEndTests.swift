@@ -59,11 +59,13 @@ struct HTTPLinkEndToEndTests {
     // MARK: Keep-alive
 
     @Test func keepAliveCarriesThreeRequests() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .write(Reply.ok("one")),
-            .readRequest, .write(Reply.chunked(["tw", "", "o"].filter { !$0.isEmpty })),
-            .readRequest, .write(Reply.chunked(["th", "ree"], headers: ["X-A: b"])),
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.ok("one")),
+                .readRequest, .write(Reply.chunked(["tw", "", "o"].filter { !$0.isEmpty })),
+                .readRequest, .write(Reply.chunked(["th", "ree"], headers: ["X-A: b"])),
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         #expect(try await link.fetch("/1").body == "one")
         #expect(try await link.fetch("/2").body == "two")
@@ -132,7 +134,10 @@ struct HTTPLinkEndToEndTests {
 
     @Test func tooManyHeaders() async throws {
         let headers = (0...LinkConfiguration().limits.maxHeaderCount).map { "X-H\($0): v" }
-        try await expectFailureThenRecovery([.readRequest, .write(Reply.ok("x", headers: headers))], code: .responseTooLarge)
+        try await expectFailureThenRecovery(
+            [.readRequest, .write(Reply.ok("x", headers: headers))],
+            code: .responseTooLarge
+        )
     }
 
     @Test func overlongStatusLine() async throws {
@@ -152,7 +157,12 @@ struct HTTPLinkEndToEndTests {
 
     @Test func contentLengthAndTransferEncoding() async throws {
         try await expectFailureThenRecovery(
-            [.readRequest, .write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")],
+            [
+                .readRequest,
+                .write(
+                    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+                ),
+            ],
             code: .malformedResponse
         )
     }
@@ -169,7 +179,10 @@ struct HTTPLinkEndToEndTests {
         configuration.idleTimeout = .milliseconds(300)
         let clock = ContinuousClock()
         let device = ScriptedDevice([
-            [.readRequest, .write(Reply.head(contentLength: 100) + Array("ten bytes!".utf8)), .sleep(milliseconds: 2000)],
+            [
+                .readRequest, .write(Reply.head(contentLength: 100) + Array("ten bytes!".utf8)),
+                .sleep(milliseconds: 2000),
+            ],
             ok,
         ])
         let link = HTTPLink(transport: device.transport, configuration: configuration)
@@ -207,13 +220,18 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func consumerThrowsMidBodyIsDrained() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         await #expect(throws: ConsumerGaveUp.self) {
-            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"), self.readSomeThenThrow)
+            _ = try await link.execute(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"),
+                self.readSomeThenThrow
+            )
         }
         #expect(try await link.fetch("/next").body == "after /next")
         #expect(device.connectionCount == 1)
@@ -222,10 +240,12 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func consumerReturnsWithoutReadingIsDrained() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
             $0.head.status.code
@@ -239,12 +259,16 @@ struct HTTPLinkEndToEndTests {
     @Test func bodyKeptPastTheHandlerIsDrainedAndEnds() async throws {
         // The handler returns the body unread: the link drains it while the caller still
         // holds the sequence (this used to trap in NIO: a source dropped without finish()).
-        let device = ScriptedDevice([[
-            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x64, count: Self.twoMiB),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x64, count: Self.twoMiB),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let body = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/d")) { $0.body }
+        let body = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/d")) {
+            $0.body
+        }
         #expect(try await link.fetch("/next").body == "after /next")
         var iterator = body.makeAsyncIterator()
         _ = try? await iterator.next()
@@ -253,10 +277,12 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func cancelledTaskMidBodyIsDrained() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let readEnough = Atomic<Bool>(false)
         let task = Task {
@@ -285,10 +311,12 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func cancelledBeforeHeadIsDrained() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .sleep(milliseconds: 200), .write(Reply.ok(String(repeating: "z", count: 50_000))),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .sleep(milliseconds: 200), .write(Reply.ok(String(repeating: "z", count: 50_000))),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let task = Task { try await link.fetch("/slow") }
         #expect(await eventually { device.allRequests.count == 1 })
@@ -308,7 +336,10 @@ struct HTTPLinkEndToEndTests {
         ])
         let link = HTTPLink(transport: device.transport, configuration: configuration)
         await #expect(throws: ConsumerGaveUp.self) {
-            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"), self.readSomeThenThrow)
+            _ = try await link.execute(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"),
+                self.readSomeThenThrow
+            )
         }
         #expect(try await link.fetch("/next").body == "after /next")
         #expect(device.connectionCount == 2)
@@ -320,7 +351,10 @@ struct HTTPLinkEndToEndTests {
 
     @Test func strayBytesWhileIdleReopen() async throws {
         let device = ScriptedDevice([
-            [.readRequest, .write(Reply.ok("first")), .sleep(milliseconds: 50), .write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")],
+            [
+                .readRequest, .write(Reply.ok("first")), .sleep(milliseconds: 50),
+                .write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale"),
+            ],
             ok,
         ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
@@ -361,11 +395,13 @@ struct HTTPLinkEndToEndTests {
 
     @Test(arguments: [false, true])
     func continueThenBody(streamed: Bool) async throws {
-        let device = ScriptedDevice([[
-            .readHead, .write("HTTP/1.1 100 Continue\r\n\r\n"), .readBody,
-            .respond { Reply.ok("got " + String(decoding: $0.body, as: UTF8.self)) },
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readHead, .write("HTTP/1.1 100 Continue\r\n\r\n"), .readBody,
+                .respond { Reply.ok("got " + String(decoding: $0.body, as: UTF8.self)) },
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         var configuration = testConfiguration()
         configuration.expectContinueTimeout = .seconds(5)
         let link = HTTPLink(transport: device.transport, configuration: configuration)
@@ -387,11 +423,13 @@ struct HTTPLinkEndToEndTests {
 
     @Test(arguments: [false, true])
     func continueTimeoutSendsBodyAnyway(streamed: Bool) async throws {
-        let device = ScriptedDevice([[
-            .readHead, .readBody,
-            .respond { Reply.ok("got " + String(decoding: $0.body, as: UTF8.self)) },
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readHead, .readBody,
+                .respond { Reply.ok("got " + String(decoding: $0.body, as: UTF8.self)) },
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         var configuration = testConfiguration()
         configuration.expectContinueTimeout = .milliseconds(200)
         let link = HTTPLink(transport: device.transport, configuration: configuration)
@@ -399,7 +437,9 @@ struct HTTPLinkEndToEndTests {
             streamed
             ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
             : .bytes(ByteBuffer(string: "hello"))
-        #expect(try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body).body == "got hello")
+        #expect(
+            try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body).body == "got hello"
+        )
         #expect(try await link.fetch("/next").body == "after /next")
         #expect(device.connectionCount == 1)
         await link.shutdown()
@@ -431,13 +471,17 @@ struct HTTPLinkEndToEndTests {
         // The final head arrives in the same read as a 1xx: the body that follows must not be
         // mistaken for a status line (it has no line feed in its first 8 KiB).
         let count = 20_000
-        let device = ScriptedDevice([[
-            .readRequest,
-            .write("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: \(count)\r\n\r\n"),
-            .sleep(milliseconds: 50),
-            .writeRepeated(0x62, count: count),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest,
+                .write(
+                    "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: \(count)\r\n\r\n"
+                ),
+                .sleep(milliseconds: 50),
+                .writeRepeated(0x62, count: count),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let fetched = try await link.fetch("/hints")
         #expect(fetched.body == String(repeating: "b", count: count))
@@ -453,10 +497,12 @@ struct HTTPLinkEndToEndTests {
     @Test(arguments: [nil, 100_003] as [Int?])
     func streamedRequestBody(length: Int?) async throws {
         let bytes = Self.pattern(100_003)
-        let device = ScriptedDevice([[
-            .readRequest, .respond { Reply.ok("\($0.body.count)") },
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .respond { Reply.ok("\($0.body.count)") },
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let body = HTTPRequestBody.stream(length: length) { writer in
             var offset = 0
@@ -483,7 +529,9 @@ struct HTTPLinkEndToEndTests {
     @Test func bytesRequestBody() async throws {
         let device = ScriptedDevice([[.readRequest, .respond { Reply.ok(String(decoding: $0.body, as: UTF8.self)) }]])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/up", method: .put, body: .bytes(ByteBuffer(string: "payload"))).body == "payload")
+        #expect(
+            try await link.fetch("/up", method: .put, body: .bytes(ByteBuffer(string: "payload"))).body == "payload"
+        )
         #expect(device.allRequests.first?.header("content-length") == "7")
         await link.shutdown()
     }
@@ -496,7 +544,9 @@ struct HTTPLinkEndToEndTests {
             try await writer.write(ByteBuffer(string: "part"))
             throw SourceBroke()
         }
-        #expect(await linkErrorCode { _ = try await link.fetch("/up", method: .post, body: body) } == .requestBodyFailed)
+        #expect(
+            await linkErrorCode { _ = try await link.fetch("/up", method: .post, body: body) } == .requestBodyFailed
+        )
         #expect(try await link.fetch("/next").body == "ok /next")
         #expect(device.connectionCount == 2)
         await link.shutdown()
@@ -505,10 +555,12 @@ struct HTTPLinkEndToEndTests {
     // MARK: Delimiting
 
     @Test func headResponseHasNoBody() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .write(Reply.head(contentLength: 1000)),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: 1000)),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let head = try await link.fetch("/h", method: .head)
         #expect(head.status == 200)
@@ -519,10 +571,12 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func noContentResponse() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .write("HTTP/1.1 204 No Content\r\n\r\n"),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write("HTTP/1.1 204 No Content\r\n\r\n"),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         #expect(try await link.fetch("/n").status == 204)
         #expect(try await link.fetch("/next").body == "after /next")
@@ -556,9 +610,13 @@ struct HTTPLinkEndToEndTests {
         for path in ["/a b", "/x\r\nInjected: 1", "/nul\0x", "/tab\tx"] {
             #expect(await linkErrorCode { _ = try await link.fetch(path) } == .invalidRequest)
         }
-        #expect(await linkErrorCode {
-            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: "evil host", path: "/")) { _ in 0 }
-        } == .invalidRequest)
+        #expect(
+            await linkErrorCode {
+                _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: "evil host", path: "/")) {
+                    _ in 0
+                }
+            } == .invalidRequest
+        )
         #expect(device.connectionCount == 0)
         #expect(link.openCount == 0)
         #expect(try await link.fetch("/fine").body == "ok /fine")
@@ -605,12 +663,14 @@ struct HTTPLinkEndToEndTests {
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let clock = ContinuousClock()
         let elapsed = await clock.measure {
-            #expect(await linkErrorCode {
-                _ = try await link.execute(
-                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
-                    deadline: .now + .milliseconds(200)
-                ) { try await $0.body.collect(upTo: 100) }
-            } == .exchangeTimeout)
+            #expect(
+                await linkErrorCode {
+                    _ = try await link.execute(
+                        HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                        deadline: .now + .milliseconds(200)
+                    ) { try await $0.body.collect(upTo: 100) }
+                } == .exchangeTimeout
+            )
         }
         #expect(elapsed < .milliseconds(900))
         #expect(try await link.fetch("/next").body == "ok /next")
@@ -619,18 +679,22 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func deadlineInBodyDrainsAndKeepsLink() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .write(Reply.head(contentLength: 20) + Array("0123456789".utf8)),
-            .sleep(milliseconds: 600), .write("abcdefghij"),
-            .readRequest, .respond { Reply.ok("after " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: 20) + Array("0123456789".utf8)),
+                .sleep(milliseconds: 600), .write("abcdefghij"),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(await linkErrorCode {
-            _ = try await link.execute(
-                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
-                deadline: .now + .milliseconds(200)
-            ) { try await $0.body.collect(upTo: 100) }
-        } == .exchangeTimeout)
+        #expect(
+            await linkErrorCode {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                    deadline: .now + .milliseconds(200)
+                ) { try await $0.body.collect(upTo: 100) }
+            } == .exchangeTimeout
+        )
         #expect(try await link.fetch("/next").body == "after /next")
         #expect(device.connectionCount == 1)
         await link.shutdown()
@@ -665,10 +729,12 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func cancelWhileWaitingInLine() async throws {
-        let device = ScriptedDevice([[
-            .readRequest, .sleep(milliseconds: 400), .respond { Reply.ok("echo " + $0.path) },
-            .readRequest, .respond { Reply.ok("echo " + $0.path) },
-        ]])
+        let device = ScriptedDevice([
+            [
+                .readRequest, .sleep(milliseconds: 400), .respond { Reply.ok("echo " + $0.path) },
+                .readRequest, .respond { Reply.ok("echo " + $0.path) },
+            ]
+        ])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let first = Task { try await link.fetch("/1") }
         #expect(await eventually { device.allRequests.count == 1 })
@@ -707,13 +773,19 @@ struct HTTPLinkEndToEndTests {
 
     @Test func slowConsumerBoundsWhatTheDeviceCanWrite() async throws {
         let total = 64 * 1024 * 1024
-        let device = ScriptedDevice(ioTimeoutSeconds: 10, script: { _ in
-            [.readRequest, .write(Reply.head(contentLength: total)), .writeRepeated(0x63, count: total),
-             .readRequest, .respond { Reply.ok("after " + $0.path) }]
-        })
+        let device = ScriptedDevice(
+            ioTimeoutSeconds: 10,
+            script: { _ in
+                [
+                    .readRequest, .write(Reply.head(contentLength: total)), .writeRepeated(0x63, count: total),
+                    .readRequest, .respond { Reply.ok("after " + $0.path) },
+                ]
+            }
+        )
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let maxWrittenWhilePaused = Atomic<Int>(0)
-        let read = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) { response in
+        let read = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) {
+            response in
             var read = 0
             var paused = false
             for try await part in response.body {

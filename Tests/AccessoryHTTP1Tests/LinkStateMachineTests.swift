@@ -15,7 +15,9 @@ import Testing
     @Test func normalExchangeIsReusable() {
         var m = started()
         #expect(m.requestEnded(id: 1) == .none)
-        #expect(m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false))
+        #expect(
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+        )
         #expect(m.responseBody(byteCount: 10) == .deliver)
         #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: true)))
         #expect(m.state == .idle)
@@ -31,7 +33,9 @@ import Testing
     @Test func connectionCloseIsNotReusable() {
         var m = started()
         _ = m.requestEnded(id: 1)
-        #expect(m.responseHead(status: 200, keepAlive: false, selfDelimited: true) == .deliver(requestBodyAbandoned: false))
+        #expect(
+            m.responseHead(status: 200, keepAlive: false, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+        )
         #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: false)))
         #expect(m.state == .broken)
     }
@@ -47,7 +51,9 @@ import Testing
     @Test func headRequest() {
         var m = started(head: true)
         _ = m.requestEnded(id: 1)
-        #expect(m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false))
+        #expect(
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+        )
         #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: true)))
     }
 
@@ -55,7 +61,9 @@ import Testing
         var m = started(continue: true)
         #expect(m.responseHead(status: 100, keepAlive: true, selfDelimited: true) == .releaseRequestBody)
         #expect(m.requestEnded(id: 1) == .none)
-        #expect(m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false))
+        #expect(
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+        )
         #expect(m.responseEnded().completion == .complete(reusable: true))
     }
 
@@ -73,7 +81,9 @@ import Testing
 
     @Test func finalResponseBeforeContinueAbandonsBody() {
         var m = started(continue: true)
-        #expect(m.responseHead(status: 417, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: true))
+        #expect(
+            m.responseHead(status: 417, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: true)
+        )
         // The request counts as done: completion needs no requestEnded.
         #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: false)))
     }
@@ -83,7 +93,9 @@ import Testing
         _ = m.requestEnded(id: 1)
         #expect(m.responseHead(status: 103, keepAlive: true, selfDelimited: true) == .ignore)
         #expect(m.responseHead(status: 100, keepAlive: true, selfDelimited: true) == .ignore)
-        #expect(m.responseHead(status: 204, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false))
+        #expect(
+            m.responseHead(status: 204, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+        )
         #expect(m.responseEnded().completion == .complete(reusable: true))
     }
 
@@ -91,7 +103,9 @@ import Testing
         var m = started()
         _ = m.requestEnded(id: 1)
         #expect(m.consumerGone(id: 1) == .none)
-        #expect(m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .drain(requestBodyAbandoned: false))
+        #expect(
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .drain(requestBodyAbandoned: false)
+        )
         #expect(m.responseBody(byteCount: 50) == .discard)
         #expect(m.responseEnded() == .init(finishBody: false, completion: .complete(reusable: true)))
     }
@@ -112,7 +126,9 @@ import Testing
         var m = started()
         #expect(m.consumerGone(id: 7) == .none)
         _ = m.requestEnded(id: 1)
-        #expect(m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false))
+        #expect(
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+        )
     }
 
     @Test func drainLimitExceeded() {

@@ -3,9 +3,9 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// A request as the scripted device read it off its end of the socketpair.
@@ -111,7 +111,11 @@ private struct DeviceIO {
     var last = DeviceRequest()
     var closed = false
 
-    init(descriptor: CInt, timeoutSeconds: Int, record: @escaping (@Sendable (inout ScriptedDevice.Connection) -> Void) -> Void) {
+    init(
+        descriptor: CInt,
+        timeoutSeconds: Int,
+        record: @escaping (@Sendable (inout ScriptedDevice.Connection) -> Void) -> Void
+    ) {
         self.descriptor = descriptor
         self.record = record
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
@@ -177,7 +181,9 @@ private struct DeviceIO {
             var poller = pollfd(fd: self.descriptor, events: Int16(POLLIN), revents: 0)
             if !self.buffer.isEmpty || poll(&poller, 1, 0) > 0 {
                 let pending = self.buffer.count
-                self.record { $0.problems.append("request bytes were pending while a response was due (\(pending) buffered)") }
+                self.record {
+                    $0.problems.append("request bytes were pending while a response was due (\(pending) buffered)")
+                }
             }
         case .close:
             _ = close(self.descriptor)
@@ -202,7 +208,9 @@ private struct DeviceIO {
     mutating func write(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { send(self.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = bytes[offset...].withUnsafeBytes {
+                send(self.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw Failure(description: "device write failed: errno \(errno)")
@@ -245,7 +253,9 @@ private struct DeviceIO {
             let line = try self.readLine()
             if line.isEmpty { break }
             request.head += "\n" + line
-            guard let colon = line.firstIndex(of: ":") else { throw Failure(description: "bad header line \(line.debugDescription)") }
+            guard let colon = line.firstIndex(of: ":") else {
+                throw Failure(description: "bad header line \(line.debugDescription)")
+            }
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             request.headers.append((String(line[..<colon]), value))
         }

@@ -14,11 +14,15 @@ struct AuthenticationTests {
             #expect(challenge.header("www-authenticate") == "Basic realm=\"accessory\"")
 
             let wrong = Data("user:nope".utf8).base64EncodedString()
-            try await link.send("GET /basic-auth/user/pass HTTP/1.1\r\nHost: accessory\r\nAuthorization: Basic \(wrong)\r\n\r\n")
+            try await link.send(
+                "GET /basic-auth/user/pass HTTP/1.1\r\nHost: accessory\r\nAuthorization: Basic \(wrong)\r\n\r\n"
+            )
             #expect(try await link.readResponse().status == 401)
 
             let right = Data("user:pass".utf8).base64EncodedString()
-            try await link.send("GET /basic-auth/user/pass HTTP/1.1\r\nHost: accessory\r\nAuthorization: Basic \(right)\r\n\r\n")
+            try await link.send(
+                "GET /basic-auth/user/pass HTTP/1.1\r\nHost: accessory\r\nAuthorization: Basic \(right)\r\n\r\n"
+            )
             let accepted = try await link.readResponse()
             #expect(accepted.status == 200)
             let json = try JSONSerialization.jsonObject(with: Data(accepted.body)) as? [String: Any]
@@ -32,7 +36,8 @@ struct AuthenticationTests {
     ])
     func digestAuthChallengesThenAccepts(qop: String, algorithmName: String) async throws {
         try await LinkFixture.withLink { link in
-            let path = algorithmName == "MD5" && qop == "none"
+            let path =
+                algorithmName == "MD5" && qop == "none"
                 ? "/digest-auth/none/alice/s3cret" : "/digest-auth/\(qop)/alice/s3cret/\(algorithmName)"
             try await link.send("GET \(path) HTTP/1.1\r\nHost: accessory\r\n\r\n")
             let challenge = try await link.readResponse()
@@ -50,13 +55,18 @@ struct AuthenticationTests {
             var ha1 = h("alice:accessory:s3cret")
             if algorithmName.hasSuffix("-sess") { ha1 = h("\(ha1):\(nonce):\(cnonce)") }
             let ha2 = h("GET:\(path)")
-            let response = qop == "auth" ? h("\(ha1):\(nonce):\(nc):\(cnonce):auth:\(ha2)") : h("\(ha1):\(nonce):\(ha2)")
+            let response =
+                qop == "auth" ? h("\(ha1):\(nonce):\(nc):\(cnonce):auth:\(ha2)") : h("\(ha1):\(nonce):\(ha2)")
 
-            var authorization = "Digest username=\"alice\", realm=\"accessory\", nonce=\"\(nonce)\", uri=\"\(path)\", "
+            var authorization =
+                "Digest username=\"alice\", realm=\"accessory\", nonce=\"\(nonce)\", uri=\"\(path)\", "
                 + "algorithm=\(algorithmName), response=\"\(response)\", opaque=\"\(opaque)\""
             if qop == "auth" { authorization += ", qop=auth, nc=\(nc), cnonce=\"\(cnonce)\"" }
 
-            let wrong = authorization.replacingOccurrences(of: response, with: String(repeating: "0", count: response.count))
+            let wrong = authorization.replacingOccurrences(
+                of: response,
+                with: String(repeating: "0", count: response.count)
+            )
             try await link.send("GET \(path) HTTP/1.1\r\nHost: accessory\r\nAuthorization: \(wrong)\r\n\r\n")
             #expect(try await link.readResponse().status == 401)
 

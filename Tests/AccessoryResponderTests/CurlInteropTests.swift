@@ -6,14 +6,19 @@ import NIOPosix
 import Testing
 
 /// curl, an independent HTTP/1.1 client, talking to the emulator over a unix socket.
-@Suite(.timeLimit(.minutes(2)), .enabled(if: Curl.isAvailable, "curl is not installed at /usr/bin/curl; install it to run these tests"))
+@Suite(
+    .timeLimit(.minutes(2)),
+    .enabled(if: Curl.isAvailable, "curl is not installed at /usr/bin/curl; install it to run these tests")
+)
 struct CurlInteropTests {
     /// Serves the emulator on a fresh unix socket while `body` runs.
     func withUnixSocket(_ body: (String) async throws -> Void) async throws {
         let path = FileManager.default.temporaryDirectory
             .appendingPathComponent("accessory-\(UInt32.random(in: 0...UInt32.max)).sock").path
         let responder = EmulatedAccessory().makeResponder()
-        let server = Task { try await responder.serveUnixSocket(path: path, group: MultiThreadedEventLoopGroup.singleton) }
+        let server = Task {
+            try await responder.serveUnixSocket(path: path, group: MultiThreadedEventLoopGroup.singleton)
+        }
         // Wait (bounded) for the socket file to appear.
         var ready = false
         for _ in 0..<200 where !ready {

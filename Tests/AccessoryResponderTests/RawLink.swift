@@ -90,7 +90,9 @@ final class RawLink {
                     break
                 }
                 response.body += try await self.readExactly(size)
-                guard try await self.readExactly(2) == [13, 10] else { throw RawLinkError("chunk not followed by CRLF") }
+                guard try await self.readExactly(2) == [13, 10] else {
+                    throw RawLinkError("chunk not followed by CRLF")
+                }
                 response.chunkCount += 1
             }
         } else if let lengthText = response.header("content-length") {
@@ -142,7 +144,9 @@ final class RawLink {
                 searchFrom = max(0, bytes.count - delimiter.count + 1)
             }
             guard try await self.fill() else {
-                throw RawLinkError("link closed while waiting for \(delimiter.count == 2 ? "a line" : "a response head")")
+                throw RawLinkError(
+                    "link closed while waiting for \(delimiter.count == 2 ? "a line" : "a response head")"
+                )
             }
         }
     }

@@ -36,10 +36,13 @@ struct ResponderBehaviourTests {
 
     @Test func streamThatFailsAfterTheHeadClosesTheLink() async throws {
         let responder = HTTPResponder { _ in
-            ResponderResponse(status: .ok, body: .stream(length: 100) { writer in
-                try await writer.write(ByteBuffer(string: "partial"))
-                throw Boom()
-            })
+            ResponderResponse(
+                status: .ok,
+                body: .stream(length: 100) { writer in
+                    try await writer.write(ByteBuffer(string: "partial"))
+                    throw Boom()
+                }
+            )
         }
         try await LinkFixture.withLink(responder: responder) { link in
             try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -50,9 +53,12 @@ struct ResponderBehaviourTests {
 
     @Test func streamShorterThanDeclaredClosesTheLink() async throws {
         let responder = HTTPResponder { _ in
-            ResponderResponse(status: .ok, body: .stream(length: 10) { writer in
-                try await writer.write(ByteBuffer(string: "12345"))
-            })
+            ResponderResponse(
+                status: .ok,
+                body: .stream(length: 10) { writer in
+                    try await writer.write(ByteBuffer(string: "12345"))
+                }
+            )
         }
         try await LinkFixture.withLink(responder: responder) { link in
             try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -62,15 +68,18 @@ struct ResponderBehaviourTests {
 
     @Test func writerRefusesBytesBeyondTheDeclaredLength() async throws {
         let responder = HTTPResponder { _ in
-            ResponderResponse(status: .ok, body: .stream(length: 3) { writer in
-                try await writer.write(ByteBuffer(string: "abc"))
-                do {
-                    try await writer.write(ByteBuffer(string: "d"))
-                } catch let error as ResponderError {
-                    // Swallowed on purpose: the declared three bytes are complete.
-                    precondition(error.code == .responseLengthMismatch)
+            ResponderResponse(
+                status: .ok,
+                body: .stream(length: 3) { writer in
+                    try await writer.write(ByteBuffer(string: "abc"))
+                    do {
+                        try await writer.write(ByteBuffer(string: "d"))
+                    } catch let error as ResponderError {
+                        // Swallowed on purpose: the declared three bytes are complete.
+                        precondition(error.code == .responseLengthMismatch)
+                    }
                 }
-            })
+            )
         }
         try await LinkFixture.withLink(responder: responder) { link in
             try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -111,7 +120,9 @@ struct ResponderBehaviourTests {
         try await LinkFixture.withLink(responder: responder) { link in
             try await link.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n12345")
             #expect(try await link.readResponse().status == 413)
-            try await link.send("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n")
+            try await link.send(
+                "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n"
+            )
             #expect(try await link.readResponse().status == 413)
             try await link.send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\n1234")
             #expect(try await link.readResponse().status == 200)

@@ -13,7 +13,11 @@ struct TransportServingTests {
     final class Handoff<Value: Sendable>: Sendable {
         private let value = Mutex<Value?>(nil)
         func put(_ newValue: Value) { self.value.withLock { $0 = newValue } }
-        func take() -> Value? { self.value.withLock { value in defer { value = nil }; return value } }
+        func take() -> Value? {
+            self.value.withLock { value in
+                defer { value = nil }; return value
+            }
+        }
     }
 
     @Test func emulatorTransportServesEachOpenAsAFreshSession() async throws {

@@ -125,7 +125,10 @@ struct WireBehaviourTests {
             let expected = Digest.hex(.sha256, of: EmulatedAccessory.patternBytes(offset: 0, count: count))
             #expect(Digest.hex(.sha256, of: response.body) == expected)
             // Blocks differ, so a repeated block would be caught.
-            #expect(EmulatedAccessory.patternBytes(offset: 0, count: 16) != EmulatedAccessory.patternBytes(offset: 65_536, count: 16))
+            #expect(
+                EmulatedAccessory.patternBytes(offset: 0, count: 16)
+                    != EmulatedAccessory.patternBytes(offset: 65_536, count: 16)
+            )
 
             try await link.send("GET /bytes/99999999999 HTTP/1.1\r\nHost: accessory\r\n\r\n")
             #expect(try await link.readResponse().status == 400)
@@ -191,7 +194,8 @@ struct WireBehaviourTests {
     @Test func oversizedHeaderBlockGets431AndClose() async throws {
         var configuration = ResponderConfiguration()
         configuration.maxHeaderBlockSize = 8 * 1024
-        try await LinkFixture.withLink(responder: EmulatedAccessory().makeResponder(configuration: configuration)) { link in
+        try await LinkFixture.withLink(responder: EmulatedAccessory().makeResponder(configuration: configuration)) {
+            link in
             let big = String(repeating: "a", count: 16 * 1024)
             try await link.send("GET /status HTTP/1.1\r\nHost: accessory\r\nX-Big: \(big)\r\n\r\n")
             let response = try await link.readResponse()
@@ -253,7 +257,9 @@ struct WireBehaviourTests {
             #expect(try await link.readResponse().header("location") == "/status")
             try await link.send("GET /absolute-redirect/2 HTTP/1.1\r\nHost: dev.local:8080\r\n\r\n")
             #expect(try await link.readResponse().header("location") == "http://dev.local:8080/absolute-redirect/1")
-            try await link.send("POST /redirect-to?url=%2Fecho%3Fa%3D1&status=307 HTTP/1.1\r\nHost: accessory\r\nContent-Length: 0\r\n\r\n")
+            try await link.send(
+                "POST /redirect-to?url=%2Fecho%3Fa%3D1&status=307 HTTP/1.1\r\nHost: accessory\r\nContent-Length: 0\r\n\r\n"
+            )
             let to = try await link.readResponse()
             #expect(to.status == 307)
             #expect(to.header("location") == "/echo?a=1")

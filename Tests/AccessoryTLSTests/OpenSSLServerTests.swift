@@ -36,28 +36,45 @@ struct OpenSSLServerTests {
     func tlsError(_ error: any Error) -> TLSError? { TLSErrors.find(in: error) }
 
     @Test func validChainSucceeds() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "server.pem", "-key", "server.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "server.pem", "-key", "server.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
-        let (status, body) = try await self.get(server, .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"])))
+        let (status, body) = try await self.get(
+            server,
+            .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
+        )
         #expect(status == 200)
         #expect(body.contains("s_server"), "\(body.prefix(200))")
     }
 
     @Test func selfSignedAndPinnedSucceeds() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "self.pem", "-key", "self.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "self.pem", "-key", "self.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
         // The pin as openssl computes it: base64 of SHA-256 over the DER SubjectPublicKeyInfo.
-        let spki = try String(contentsOfFile: self.certificates.path("self.spki"), encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let spki = try String(contentsOfFile: self.certificates.path("self.spki"), encoding: .utf8).trimmingCharacters(
+            in: .whitespacesAndNewlines
+        )
         let pin = try TLSPin(parsing: "sha256:" + spki)
         let (status, _) = try await self.get(server, .client(trust: self.trust(pins: [pin])))
         #expect(status == 200)
     }
 
     @Test func selfSignedNotTrustedFails() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "self.pem", "-key", "self.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "self.pem", "-key", "self.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
         await #expect {
-            _ = try await self.get(server, .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"])))
+            _ = try await self.get(
+                server,
+                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
+            )
         } throws: { error in
             let tls = self.tlsError(error)
             return tls?.code == .untrustedCertificate && tls?.message.contains("self-signed") == true
@@ -66,7 +83,10 @@ struct OpenSSLServerTests {
     }
 
     @Test func wrongNameFails() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "server.pem", "-key", "server.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "server.pem", "-key", "server.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
         await #expect {
             _ = try await self.get(server, .client(serverName: "toaster.local", trust: self.trust(anchors: ["ca.pem"])))
@@ -78,7 +98,10 @@ struct OpenSSLServerTests {
     }
 
     @Test func noNameAndNoPinIsRefusedExplicitly() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "server.pem", "-key", "server.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "server.pem", "-key", "server.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
         await #expect {
             _ = try await self.get(server, .client(trust: self.trust(anchors: ["ca.pem"])))
@@ -86,10 +109,16 @@ struct OpenSSLServerTests {
     }
 
     @Test func expiredFails() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "expired.pem", "-key", "server.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "expired.pem", "-key", "server.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
         await #expect {
-            _ = try await self.get(server, .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"])))
+            _ = try await self.get(
+                server,
+                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
+            )
         } throws: { error in
             let tls = self.tlsError(error)
             return tls?.code == .untrustedCertificate && tls?.message.contains("expired") == true
@@ -99,11 +128,15 @@ struct OpenSSLServerTests {
     @Test(arguments: ["pem", "p12"])
     func clientCertificateRequiredWithIdentitySucceeds(form: String) async throws {
         let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key", "-Verify", "1", "-verify_return_error", "-CAfile", "clientca.pem"],
+            [
+                "-cert", "server.pem", "-key", "server.key", "-Verify", "1", "-verify_return_error", "-CAfile",
+                "clientca.pem",
+            ],
             certificates: self.certificates
         )
         defer { server.stop() }
-        let identity: TLSIdentity = form == "pem"
+        let identity: TLSIdentity =
+            form == "pem"
             ? .pem(certificateFile: self.certificates.path("client.pem"), keyFile: self.certificates.path("client.key"))
             : .pkcs12(file: self.certificates.path("client.p12"), password: "p12secret")
         let (status, body) = try await self.get(
@@ -116,25 +149,38 @@ struct OpenSSLServerTests {
 
     @Test func clientCertificateRequiredWithoutOneFails() async throws {
         let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key", "-Verify", "1", "-verify_return_error", "-CAfile", "clientca.pem"],
+            [
+                "-cert", "server.pem", "-key", "server.key", "-Verify", "1", "-verify_return_error", "-CAfile",
+                "clientca.pem",
+            ],
             certificates: self.certificates
         )
         defer { server.stop() }
         await #expect {
-            _ = try await self.get(server, .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"])))
+            _ = try await self.get(
+                server,
+                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
+            )
         } throws: { error in
             "\(error)".contains("requires a client certificate")
         }
     }
 
     @Test func wrongPKCS12PasswordIsAClearError() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "server.pem", "-key", "server.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "server.pem", "-key", "server.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
         await #expect {
-            _ = try await self.get(server, .client(
-                serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]),
-                identity: .pkcs12(file: self.certificates.path("client.p12"), password: "wrong")
-            ))
+            _ = try await self.get(
+                server,
+                .client(
+                    serverName: "accessory.local",
+                    trust: self.trust(anchors: ["ca.pem"]),
+                    identity: .pkcs12(file: self.certificates.path("client.p12"), password: "wrong")
+                )
+            )
         } throws: { error in
             let tls = self.tlsError(error)
             return tls?.code == .invalidConfiguration && tls?.message.contains("wrong password") == true
@@ -149,7 +195,10 @@ struct OpenSSLServerTests {
         )
         defer { server.stop() }
         await #expect {
-            _ = try await self.get(server, .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"])))
+            _ = try await self.get(
+                server,
+                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
+            )
         } throws: { error in
             let tls = self.tlsError(error)
             return tls?.code == .handshakeFailed && tls?.message.contains("share no TLS version") == true
@@ -157,9 +206,15 @@ struct OpenSSLServerTests {
     }
 
     @Test func tls12OnlyServerWorks() async throws {
-        let server = try await OpenSSLServer.start(["-cert", "server.pem", "-key", "server.key", "-tls1_2"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "server.pem", "-key", "server.key", "-tls1_2"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
-        let (status, _) = try await self.get(server, .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"])))
+        let (status, _) = try await self.get(
+            server,
+            .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
+        )
         #expect(status == 200)
     }
 }

@@ -24,13 +24,22 @@ struct ResponderTLSTests {
     ) async throws {
         let path = FileManager.default.temporaryDirectory
             .appendingPathComponent("tls-responder-\(UInt32.random(in: 0...UInt32.max)).sock").path
-        let context = try TLSServerContext(configuration: .server(
-            identity: .pem(certificateFile: self.certificates.path("server.pem"), keyFile: self.certificates.path("server.key")),
-            clientAuthentication: clientAuthentication
-        ))
+        let context = try TLSServerContext(
+            configuration: .server(
+                identity: .pem(
+                    certificateFile: self.certificates.path("server.pem"),
+                    keyFile: self.certificates.path("server.key")
+                ),
+                clientAuthentication: clientAuthentication
+            )
+        )
         let responder = EmulatedAccessory().makeResponder()
         let server = Task {
-            try await responder.serveUnixSocket(path: path, group: MultiThreadedEventLoopGroup.singleton, channelInitializer: context.channelInitializer)
+            try await responder.serveUnixSocket(
+                path: path,
+                group: MultiThreadedEventLoopGroup.singleton,
+                channelInitializer: context.channelInitializer
+            )
         }
         defer { server.cancel() }
         for _ in 0..<300 where !FileManager.default.fileExists(atPath: path) {
@@ -43,21 +52,28 @@ struct ResponderTLSTests {
     @Test func openSSLClientGetsStatusOverTLS() async throws {
         try await self.withTLSResponder { path in
             let client = try Subprocess(
-                ["openssl", "s_client", "-unix", path, "-quiet", "-verify_return_error", "-CAfile", "ca.pem",
-                 "-servername", "accessory.local", "-verify_hostname", "accessory.local"],
+                [
+                    "openssl", "s_client", "-unix", path, "-quiet", "-verify_return_error", "-CAfile", "ca.pem",
+                    "-servername", "accessory.local", "-verify_hostname", "accessory.local",
+                ],
                 directory: self.certificates.directory,
                 stdin: "GET /status HTTP/1.1\r\nHost: accessory\r\nConnection: close\r\n\r\n"
             )
             defer { client.stop() }
             let result = await client.wait(limit: .seconds(15))
-            #expect(result.stdout.hasPrefix("HTTP/1.1 200 OK"), "stdout: \(result.stdout.prefix(300)) stderr: \(result.stderr.prefix(500))")
+            #expect(
+                result.stdout.hasPrefix("HTTP/1.1 200 OK"),
+                "stdout: \(result.stdout.prefix(300)) stderr: \(result.stderr.prefix(500))"
+            )
             #expect(result.stdout.contains("AH-EMU-1"))
             #expect(result.stderr.contains("verify return:1"), "\(result.stderr)")
         }
     }
 
     @Test func openSSLClientWithoutCertificateIsRefusedWhenRequired() async throws {
-        try await self.withTLSResponder(clientAuthentication: .required(trustedCAFiles: [self.certificates.path("clientca.pem")])) { path in
+        try await self.withTLSResponder(
+            clientAuthentication: .required(trustedCAFiles: [self.certificates.path("clientca.pem")])
+        ) { path in
             let without = try Subprocess(
                 ["openssl", "s_client", "-unix", path, "-quiet", "-CAfile", "ca.pem"],
                 directory: self.certificates.directory,
@@ -66,10 +82,16 @@ struct ResponderTLSTests {
             defer { without.stop() }
             let refused = await without.wait(limit: .seconds(15))
             #expect(!refused.stdout.contains("200 OK"))
-            #expect(refused.stderr.contains("certificate required") || refused.stderr.contains("alert"), "\(refused.stderr)")
+            #expect(
+                refused.stderr.contains("certificate required") || refused.stderr.contains("alert"),
+                "\(refused.stderr)"
+            )
 
             let with = try Subprocess(
-                ["openssl", "s_client", "-unix", path, "-quiet", "-CAfile", "ca.pem", "-cert", "client.pem", "-key", "client.key"],
+                [
+                    "openssl", "s_client", "-unix", path, "-quiet", "-CAfile", "ca.pem", "-cert", "client.pem", "-key",
+                    "client.key",
+                ],
                 directory: self.certificates.directory,
                 stdin: "GET /status HTTP/1.1\r\nHost: accessory\r\nConnection: close\r\n\r\n"
             )
@@ -83,7 +105,10 @@ struct ResponderTLSTests {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { return }
         try await self.withTLSResponder { path in
             let result = try await Subprocess.run(
-                ["curl", "-sS", "--max-time", "10", "--unix-socket", path, "--cacert", "ca.pem", "https://accessory.local/status"],
+                [
+                    "curl", "-sS", "--max-time", "10", "--unix-socket", path, "--cacert", "ca.pem",
+                    "https://accessory.local/status",
+                ],
                 directory: self.certificates.directory
             )
             #expect(result.status == 0, "\(result.stderr)")
@@ -94,11 +119,17 @@ struct ResponderTLSTests {
     /// Many requests on one kept-alive TLS link, both sides ours.
     @Test func nativeClientKeepsTheTLSLinkAlive() async throws {
         try await self.withTLSResponder { path in
-            let trust = TLSTrust(useSystemRoots: false, anchorFiles: [self.certificates.path("ca.pem")], trustStore: nil)
-            let client = AccessoryClient(transport: TLSTransport(
-                wrapping: UnixSocketTransport(path: path),
-                configuration: .client(serverName: "accessory.local", trust: trust)
-            ))
+            let trust = TLSTrust(
+                useSystemRoots: false,
+                anchorFiles: [self.certificates.path("ca.pem")],
+                trustStore: nil
+            )
+            let client = AccessoryClient(
+                transport: TLSTransport(
+                    wrapping: UnixSocketTransport(path: path),
+                    configuration: .client(serverName: "accessory.local", trust: trust)
+                )
+            )
             defer { Task { await client.shutdown() } }
             for size in [0, 1, 5000, 200_000] {
                 let (response, body) = try await client.data(AccessoryRequest(path: "/bytes/\(size)"))
@@ -119,7 +150,11 @@ struct ResponderTLSTests {
         try await self.withTLSResponder { path in
             let calls = Mutex(0)
             let sawDER = Mutex(false)
-            var trust = TLSTrust(useSystemRoots: false, anchorFiles: [self.certificates.path("ca.pem")], trustStore: nil)
+            var trust = TLSTrust(
+                useSystemRoots: false,
+                anchorFiles: [self.certificates.path("ca.pem")],
+                trustStore: nil
+            )
             trust.evaluator = TLSServerTrustEvaluator { facts in
                 sawDER.withLock { $0 = facts.certificates.first?.der.first == 0x30 && facts.chainVerified }
                 let call = calls.withLock { value in
@@ -128,10 +163,12 @@ struct ResponderTLSTests {
                 }
                 return call == 1 ? .reject("first attempt refused by the test") : .useDefault
             }
-            let client = AccessoryClient(transport: TLSTransport(
-                wrapping: UnixSocketTransport(path: path),
-                configuration: .client(serverName: "accessory.local", trust: trust)
-            ))
+            let client = AccessoryClient(
+                transport: TLSTransport(
+                    wrapping: UnixSocketTransport(path: path),
+                    configuration: .client(serverName: "accessory.local", trust: trust)
+                )
+            )
             defer { Task { await client.shutdown() } }
             await #expect {
                 _ = try await client.data(AccessoryRequest(path: "/status"))
@@ -152,11 +189,17 @@ struct ResponderTLSTests {
             request.timeout = .seconds(5)
             await #expect(throws: (any Error).self) { _ = try await plain.data(request) }
             await plain.shutdown()
-            let trust = TLSTrust(useSystemRoots: false, anchorFiles: [self.certificates.path("ca.pem")], trustStore: nil)
-            let client = AccessoryClient(transport: TLSTransport(
-                wrapping: UnixSocketTransport(path: path),
-                configuration: .client(serverName: "accessory.local", trust: trust)
-            ))
+            let trust = TLSTrust(
+                useSystemRoots: false,
+                anchorFiles: [self.certificates.path("ca.pem")],
+                trustStore: nil
+            )
+            let client = AccessoryClient(
+                transport: TLSTransport(
+                    wrapping: UnixSocketTransport(path: path),
+                    configuration: .client(serverName: "accessory.local", trust: trust)
+                )
+            )
             defer { Task { await client.shutdown() } }
             let (response, _) = try await client.data(AccessoryRequest(path: "/status"))
             #expect(response.status.code == 200)
@@ -175,16 +218,28 @@ struct PairingTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("trust-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = TrustStore(userDirectory: directory + "/trust", systemDirectory: nil)
-        let trust = TLSTrust(useSystemRoots: false, trustStore: store, pairing: .init(identity: "kitchen-sensor", mode: .trustOnFirstUse))
+        let trust = TLSTrust(
+            useSystemRoots: false,
+            trustStore: store,
+            pairing: .init(identity: "kitchen-sensor", mode: .trustOnFirstUse)
+        )
         let configuration = TLSConfiguration.client(trust: trust)
 
         func fetch(_ server: OpenSSLServer) async throws -> Int {
-            let client = AccessoryClient(transport: TLSTransport(wrapping: UnixSocketTransport(path: server.socket), configuration: configuration))
+            let client = AccessoryClient(
+                transport: TLSTransport(
+                    wrapping: UnixSocketTransport(path: server.socket),
+                    configuration: configuration
+                )
+            )
             defer { Task { await client.shutdown() } }
             return try await client.data(AccessoryRequest(path: "/")).0.status.code
         }
 
-        let genuine = try await OpenSSLServer.start(["-cert", "self.pem", "-key", "self.key"], certificates: self.certificates)
+        let genuine = try await OpenSSLServer.start(
+            ["-cert", "self.pem", "-key", "self.key"],
+            certificates: self.certificates
+        )
         defer { genuine.stop() }
         #expect(try await fetch(genuine) == 200)
         let remembered = try #require(try store.entry(for: "kitchen-sensor"))
@@ -193,7 +248,10 @@ struct PairingTests {
         #expect(try await fetch(genuine) == 200)
         genuine.stop()
 
-        let impostor = try await OpenSSLServer.start(["-cert", "other.pem", "-key", "other.key"], certificates: self.certificates)
+        let impostor = try await OpenSSLServer.start(
+            ["-cert", "other.pem", "-key", "other.key"],
+            certificates: self.certificates
+        )
         defer { impostor.stop() }
         let impostorPin = try TLSCertificate.load(pemFile: self.certificates.path("other.pem"))[0].spkiPin
         await #expect {
@@ -211,10 +269,22 @@ struct PairingTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("trust-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = TrustStore(userDirectory: directory, systemDirectory: nil)
-        let server = try await OpenSSLServer.start(["-cert", "self.pem", "-key", "self.key"], certificates: self.certificates)
+        let server = try await OpenSSLServer.start(
+            ["-cert", "self.pem", "-key", "self.key"],
+            certificates: self.certificates
+        )
         defer { server.stop() }
-        let trust = TLSTrust(useSystemRoots: false, trustStore: store, pairing: .init(identity: "hall", mode: .requirePaired))
-        let client = AccessoryClient(transport: TLSTransport(wrapping: UnixSocketTransport(path: server.socket), configuration: .client(trust: trust)))
+        let trust = TLSTrust(
+            useSystemRoots: false,
+            trustStore: store,
+            pairing: .init(identity: "hall", mode: .requirePaired)
+        )
+        let client = AccessoryClient(
+            transport: TLSTransport(
+                wrapping: UnixSocketTransport(path: server.socket),
+                configuration: .client(trust: trust)
+            )
+        )
         defer { Task { await client.shutdown() } }
         await #expect {
             _ = try await client.data(AccessoryRequest(path: "/"))
@@ -222,7 +292,10 @@ struct PairingTests {
         #expect(try store.entry(for: "hall") == nil)
 
         // Pair the way `accessory-http trust` does: fetch, show, remember.
-        let session = try await TLSTransport.fetchCertificates(from: UnixSocketTransport(path: server.socket), on: MultiThreadedEventLoopGroup.singleton.next())
+        let session = try await TLSTransport.fetchCertificates(
+            from: UnixSocketTransport(path: server.socket),
+            on: MultiThreadedEventLoopGroup.singleton.next()
+        )
         let leaf = try #require(session.peerCertificates.first)
         #expect(leaf.subject.contains("Self-signed Accessory"))
         try store.remember(identity: "hall", pin: leaf.spkiPin, comment: leaf.subject)

@@ -1,3 +1,6 @@
+import AccessoryClient
+import AccessoryHTTP1
+import AccessoryTLS
 import Foundation
 
 /// Runs helper programs (openssl, curl) with bounded run times; a background process is
@@ -74,7 +77,9 @@ final class Subprocess: @unchecked Sendable {
     }
 
     /// Runs to completion (bounded) and returns the output.
-    static func run(_ arguments: [String], directory: String? = nil, limit: Duration = .seconds(15)) async throws -> Result {
+    static func run(_ arguments: [String], directory: String? = nil, limit: Duration = .seconds(15)) async throws
+        -> Result
+    {
         let process = try Subprocess(arguments, directory: directory)
         return await process.wait(limit: limit)
     }
@@ -91,31 +96,33 @@ struct Certificates: Sendable {
     static func get() throws -> Certificates { try Self.shared.get() }
 
     private static func make() throws -> Certificates {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("accessory-tls-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "accessory-tls-\(UUID().uuidString)"
+        ).path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let script = """
-        set -e
-        key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-        printf 'subjectAltName=DNS:accessory.local\\nbasicConstraints=CA:FALSE\\n' > server.ext
-        printf 'basicConstraints=CA:FALSE\\nextendedKeyUsage=clientAuth\\n' > client.ext
-        key ca.key
-        openssl req -x509 -new -key ca.key -out ca.pem -days 30 -subj "/CN=Test Accessory CA" 2>/dev/null
-        key server.key
-        openssl req -new -key server.key -out server.csr -subj "/CN=accessory.local" 2>/dev/null
-        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 30 -extfile server.ext 2>/dev/null
-        openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out expired.pem -days -1 -extfile server.ext 2>/dev/null
-        key self.key
-        openssl req -x509 -new -key self.key -out self.pem -days 30 -subj "/CN=Self-signed Accessory" -addext subjectAltName=DNS:accessory.local 2>/dev/null
-        key other.key
-        openssl req -x509 -new -key other.key -out other.pem -days 30 -subj "/CN=Impostor Accessory" -addext subjectAltName=DNS:accessory.local 2>/dev/null
-        key clientca.key
-        openssl req -x509 -new -key clientca.key -out clientca.pem -days 30 -subj "/CN=Test Client CA" 2>/dev/null
-        key client.key
-        openssl req -new -key client.key -out client.csr -subj "/CN=test-client" 2>/dev/null
-        openssl x509 -req -in client.csr -CA clientca.pem -CAkey clientca.key -CAcreateserial -out client.pem -days 30 -extfile client.ext 2>/dev/null
-        openssl pkcs12 -export -in client.pem -inkey client.key -out client.p12 -passout pass:p12secret
-        openssl x509 -in self.pem -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64 > self.spki
-        """
+            set -e
+            key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+            printf 'subjectAltName=DNS:accessory.local\\nbasicConstraints=CA:FALSE\\n' > server.ext
+            printf 'basicConstraints=CA:FALSE\\nextendedKeyUsage=clientAuth\\n' > client.ext
+            key ca.key
+            openssl req -x509 -new -key ca.key -out ca.pem -days 30 -subj "/CN=Test Accessory CA" 2>/dev/null
+            key server.key
+            openssl req -new -key server.key -out server.csr -subj "/CN=accessory.local" 2>/dev/null
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 30 -extfile server.ext 2>/dev/null
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out expired.pem -days -1 -extfile server.ext 2>/dev/null
+            key self.key
+            openssl req -x509 -new -key self.key -out self.pem -days 30 -subj "/CN=Self-signed Accessory" -addext subjectAltName=DNS:accessory.local 2>/dev/null
+            key other.key
+            openssl req -x509 -new -key other.key -out other.pem -days 30 -subj "/CN=Impostor Accessory" -addext subjectAltName=DNS:accessory.local 2>/dev/null
+            key clientca.key
+            openssl req -x509 -new -key clientca.key -out clientca.pem -days 30 -subj "/CN=Test Client CA" 2>/dev/null
+            key client.key
+            openssl req -new -key client.key -out client.csr -subj "/CN=test-client" 2>/dev/null
+            openssl x509 -req -in client.csr -CA clientca.pem -CAkey clientca.key -CAcreateserial -out client.pem -days 30 -extfile client.ext 2>/dev/null
+            openssl pkcs12 -export -in client.pem -inkey client.key -out client.p12 -passout pass:p12secret
+            openssl x509 -in self.pem -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64 > self.spki
+            """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", script]
@@ -123,7 +130,9 @@ struct Certificates: Sendable {
         try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw CertificateError(message: "openssl failed to make the test certificates (status \(process.terminationStatus))")
+            throw CertificateError(
+                message: "openssl failed to make the test certificates (status \(process.terminationStatus))"
+            )
         }
         return Certificates(directory: directory)
     }
@@ -137,8 +146,13 @@ struct OpenSSLServer {
     let process: Subprocess
 
     static func start(_ options: [String], certificates: Certificates) async throws -> OpenSSLServer {
-        let socket = FileManager.default.temporaryDirectory.appendingPathComponent("s_server-\(UInt32.random(in: 0...UInt32.max)).sock").path
-        let process = try Subprocess(["openssl", "s_server", "-unix", socket, "-unlink", "-www", "-quiet"] + options, directory: certificates.directory)
+        let socket = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "s_server-\(UInt32.random(in: 0...UInt32.max)).sock"
+        ).path
+        let process = try Subprocess(
+            ["openssl", "s_server", "-unix", socket, "-unlink", "-www", "-quiet"] + options,
+            directory: certificates.directory
+        )
         // The socket file appears at bind(), before listen(): wait until a connection is accepted.
         for _ in 0..<500 where !Self.isListening(socket) {
             if !process.process.isRunning { break }
@@ -170,15 +184,13 @@ struct OpenSSLServer {
             for (index, byte) in bytes.enumerated() { raw[index] = byte }
         }
         let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
         }
         return result == 0
     }
 }
-
-import AccessoryClient
-import AccessoryHTTP1
-import AccessoryTLS
 
 enum TLSErrors {
     /// The TLSError under client and link errors.

@@ -18,16 +18,30 @@ import Testing
         ),
         (
             "serial:/dev/ttyS0?baud=9600&data=7&parity=even&stop=2",
-            .serial(path: "/dev/ttyS0", settings: SerialSettings(baudRate: 9600, dataBits: .seven, parity: .even, stopBits: .two))
+            .serial(
+                path: "/dev/ttyS0",
+                settings: SerialSettings(baudRate: 9600, dataBits: .seven, parity: .even, stopBits: .two)
+            )
         ),
-        ("serial:/dev/ttyUSB1?parity=odd&data=5", .serial(path: "/dev/ttyUSB1", settings: SerialSettings(dataBits: .five, parity: .odd))),
+        (
+            "serial:/dev/ttyUSB1?parity=odd&data=5",
+            .serial(path: "/dev/ttyUSB1", settings: SerialSettings(dataBits: .five, parity: .odd))
+        ),
         // Parsing accepts any positive rate; opening decides whether termios can set it.
         ("serial:/dev/ttyUSB1?baud=12345", .serial(path: "/dev/ttyUSB1", settings: SerialSettings(baudRate: 12345))),
         ("usb:1209:0001", .usb(USBDeviceSelector(vendorID: 0x1209, productID: 0x0001))),
         ("usb:ABCD:ef01", .usb(USBDeviceSelector(vendorID: 0xABCD, productID: 0xEF01))),
         (
             "usb:1209:0001?serial=A1B2&port=1-2.3&interface=0",
-            .usb(USBDeviceSelector(vendorID: 0x1209, productID: 0x0001, serialNumber: "A1B2", portPath: "1-2.3", interfaceNumber: 0))
+            .usb(
+                USBDeviceSelector(
+                    vendorID: 0x1209,
+                    productID: 0x0001,
+                    serialNumber: "A1B2",
+                    portPath: "1-2.3",
+                    interfaceNumber: 0
+                )
+            )
         ),
         ("usb:1209:0001?interface=2", .usb(USBDeviceSelector(vendorID: 0x1209, productID: 0x0001, interfaceNumber: 2))),
     ]
@@ -40,8 +54,14 @@ import Testing
     }
 
     @Test func canonicalDescriptions() throws {
-        #expect(try DeviceSpec(parsing: "serial:/dev/ttyACM0?baud=115200&data=8&parity=none&stop=1&flow=none").description == "serial:/dev/ttyACM0")
-        #expect(try DeviceSpec(parsing: "serial:/dev/ttyS0?stop=2&baud=9600").description == "serial:/dev/ttyS0?baud=9600&stop=2")
+        #expect(
+            try DeviceSpec(parsing: "serial:/dev/ttyACM0?baud=115200&data=8&parity=none&stop=1&flow=none").description
+                == "serial:/dev/ttyACM0"
+        )
+        #expect(
+            try DeviceSpec(parsing: "serial:/dev/ttyS0?stop=2&baud=9600").description
+                == "serial:/dev/ttyS0?baud=9600&stop=2"
+        )
         #expect(try DeviceSpec(parsing: "usb:ABCD:EF01?port=3-1").description == "usb:abcd:ef01?port=3-1")
         #expect(DeviceSpec.usb(USBDeviceSelector(vendorID: 0x1, productID: 0x20)).description == "usb:0001:0020")
         #expect(try DeviceSpec(parsing: "Exec:cat").description == "exec:cat")

@@ -37,7 +37,9 @@ final class PseudoTerminal {
     deinit { close(self.master) }
 
     func write(_ text: String) {
-        let written = text.utf8CString.withUnsafeBufferPointer { Glibc.write(self.master, $0.baseAddress, $0.count - 1) }
+        let written = text.utf8CString.withUnsafeBufferPointer {
+            Glibc.write(self.master, $0.baseAddress, $0.count - 1)
+        }
         #expect(written == text.utf8.count)
     }
 

@@ -25,7 +25,10 @@ import Testing
         let settings = SerialSettings(baudRate: 9600, stopBits: .two, flowControl: .rtscts)
         let transport = SerialTransport(path: pty.slavePath, settings: settings)
         let received = ReceivedBytes()
-        let (stream, released) = try await transport.openTrackingRelease(on: testEventLoop, configure: received.configure)
+        let (stream, released) = try await transport.openTrackingRelease(
+            on: testEventLoop,
+            configure: received.configure
+        )
 
         let applied = try SerialTransport.currentSettings(path: pty.slavePath)
         #expect(applied.isRaw)
@@ -42,7 +45,10 @@ import Testing
         try await stream.channel.writeText(request)
         #expect(pty.read(expected: request.utf8.count) == request)
         pty.write("HTTP/1.1 200 OK\r\n\r\n")
-        #expect(await eventually { received.text == "HTTP/1.1 200 OK\r\n\r\n" }, "got \(received.text.debugDescription)")
+        #expect(
+            await eventually { received.text == "HTTP/1.1 200 OK\r\n\r\n" },
+            "got \(received.text.debugDescription)"
+        )
 
         try await stream.channel.close()
         #expect(await value(of: released) != nil, "the port was not released")
@@ -61,7 +67,10 @@ import Testing
         #expect(error?.message.contains("115200 7E1") == true)
         #expect(try self.flags(of: pty.slavePath) == beforeFlags)
         // Not left locked either.
-        let stream = try await SerialTransport(path: pty.slavePath).open(on: testEventLoop, configure: ReceivedBytes().configure)
+        let stream = try await SerialTransport(path: pty.slavePath).open(
+            on: testEventLoop,
+            configure: ReceivedBytes().configure
+        )
         try await stream.channel.close()
     }
 
@@ -102,7 +111,10 @@ import Testing
     @Test func secondOpenIsBusyAndTheFirstCloseFreesTheLine() async throws {
         let pty = try PseudoTerminal()
         let transport = SerialTransport(path: pty.slavePath)
-        let (stream, released) = try await transport.openTrackingRelease(on: testEventLoop, configure: ReceivedBytes().configure)
+        let (stream, released) = try await transport.openTrackingRelease(
+            on: testEventLoop,
+            configure: ReceivedBytes().configure
+        )
 
         let error = await transportError {
             _ = try await transport.open(on: testEventLoop, configure: ReceivedBytes().configure)
@@ -128,7 +140,10 @@ import Testing
 
     @Test func missingPath() async {
         let error = await transportError {
-            _ = try await SerialTransport(path: "/dev/does-not-exist-acc").open(on: testEventLoop, configure: ReceivedBytes().configure)
+            _ = try await SerialTransport(path: "/dev/does-not-exist-acc").open(
+                on: testEventLoop,
+                configure: ReceivedBytes().configure
+            )
         }
         #expect(error?.code == .deviceNotFound)
         #expect(error?.message.contains("/dev/does-not-exist-acc") == true)

@@ -19,7 +19,9 @@ import Testing
         #expect(try toUs.read.statusFlags() & O_NONBLOCK != 0, "NIO is expected to make the shared file non-blocking")
 
         // A second stream would steal bytes from the first.
-        let busy = await transportError { _ = try await transport.open(on: testEventLoop, configure: received.configure) }
+        let busy = await transportError {
+            _ = try await transport.open(on: testEventLoop, configure: received.configure)
+        }
         #expect(busy?.code == .deviceBusy)
 
         _ = "request".withCString { write(toUs.write.rawValue, $0, 7) }
@@ -49,7 +51,10 @@ import Testing
         }
         for (input, output, what) in [(file, pipe.write, "a regular file"), (pipe.read, null, "/dev/null")] {
             let error = await transportError {
-                _ = try await StdioTransport(input: input, output: output).open(on: testEventLoop, configure: ReceivedBytes().configure)
+                _ = try await StdioTransport(input: input, output: output).open(
+                    on: testEventLoop,
+                    configure: ReceivedBytes().configure
+                )
             }
             #expect(error?.code == .wrongKindOfFile)
             #expect(error?.message.contains(what) == true, "\(error?.message ?? "")")

@@ -1,9 +1,10 @@
 import AccessoryURLProtocol
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 @Suite("Bodies through URLSession")
 struct BodyDeliveryTests {
@@ -12,7 +13,10 @@ struct BodyDeliveryTests {
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
         let count = 300_000
-        let (data, response, error) = await completionHandlerLoad(session, URLRequest(url: try Fixture.url("accessory://emu1/\(kind)/\(count)")))
+        let (data, response, error) = await completionHandlerLoad(
+            session,
+            URLRequest(url: try Fixture.url("accessory://emu1/\(kind)/\(count)"))
+        )
         #expect(error == nil)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(data?.count == count)
@@ -24,7 +28,9 @@ struct BodyDeliveryTests {
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
         let count = 200_003
-        let (data, response) = try await session.data(for: URLRequest(url: try Fixture.url("accessory://emu2/stream/\(count)")))
+        let (data, response) = try await session.data(
+            for: URLRequest(url: try Fixture.url("accessory://emu2/stream/\(count)"))
+        )
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(sha256(data) == patternSHA256(count: count))
         #expect(response.url?.absoluteString == "accessory://emu2/stream/\(count)")

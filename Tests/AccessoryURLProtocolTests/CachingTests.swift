@@ -1,9 +1,11 @@
-@testable import AccessoryURLProtocol
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
+
+@testable import AccessoryURLProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 @Suite("Caching done by the protocol", .serialized)
 struct CachingTests {
@@ -65,7 +67,9 @@ struct CachingTests {
         #expect(self.heads(matching: marker).count == 2)
     }
 
-    @Test("returnCacheDataDontLoad fails with resourceUnavailable when nothing is cached, and serves the cache otherwise")
+    @Test(
+        "returnCacheDataDontLoad fails with resourceUnavailable when nothing is cached, and serves the cache otherwise"
+    )
     func dontLoad() async throws {
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
@@ -73,7 +77,9 @@ struct CachingTests {
         let url = try Fixture.url("accessory://traced/etag?m=\(marker)")
         var request = URLRequest(url: url)
         request.cachePolicy = .returnCacheDataDontLoad
-        await #expect { _ = try await session.data(for: request) } throws: { ($0 as? URLError)?.code == .resourceUnavailable }
+        await #expect { _ = try await session.data(for: request) } throws: {
+            ($0 as? URLError)?.code == .resourceUnavailable
+        }
         #expect(self.heads(matching: marker).isEmpty)
         _ = try await session.data(from: url)
         let (_, response) = try await session.data(for: request)
@@ -117,14 +123,27 @@ struct CachingTests {
         }
         for status in [200, 203, 206, 301, 304, 404, 410] {
             #expect(CacheStoragePolicy.policy(for: request, response: try response(status), secure: false) == .allowed)
-            #expect(CacheStoragePolicy.policy(for: request, response: try response(status), secure: true) == .allowedInMemoryOnly)
+            #expect(
+                CacheStoragePolicy.policy(for: request, response: try response(status), secure: true)
+                    == .allowedInMemoryOnly
+            )
         }
         for status in [201, 302, 307, 401, 500] {
-            #expect(CacheStoragePolicy.policy(for: request, response: try response(status), secure: false) == .notAllowed)
+            #expect(
+                CacheStoragePolicy.policy(for: request, response: try response(status), secure: false) == .notAllowed
+            )
         }
-        #expect(CacheStoragePolicy.policy(for: request, response: try response(200, ["Cache-Control": "max-age=5, no-store"]), secure: false) == .notAllowed)
+        #expect(
+            CacheStoragePolicy.policy(
+                for: request,
+                response: try response(200, ["Cache-Control": "max-age=5, no-store"]),
+                secure: false
+            ) == .notAllowed
+        )
         var noStoreRequest = request
         noStoreRequest.setValue("no-store", forHTTPHeaderField: "Cache-Control")
-        #expect(CacheStoragePolicy.policy(for: noStoreRequest, response: try response(200), secure: false) == .notAllowed)
+        #expect(
+            CacheStoragePolicy.policy(for: noStoreRequest, response: try response(200), secure: false) == .notAllowed
+        )
     }
 }

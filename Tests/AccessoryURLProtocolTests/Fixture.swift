@@ -6,11 +6,12 @@ import AccessoryTLS
 import AccessoryTransport
 import AccessoryURLProtocol
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import NIOPosix
 import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Four emulated accessories registered once in the shared route table: `emu0`…`emu3`, with
 /// `http://emu-http.test/` mapped to `emu0`. `traced` counts the request heads it carries.
@@ -23,42 +24,53 @@ enum Fixture {
     static let setUp: Void = {
         for name in Fixture.names {
             let transport = EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton)
-            AccessoryRouteTable.shared.add(AccessoryRoute(
-                name: name,
-                transport: transport,
-                httpHosts: name == "emu0" ? ["emu-http.test"] : []
-            ))
+            AccessoryRouteTable.shared.add(
+                AccessoryRoute(
+                    name: name,
+                    transport: transport,
+                    httpHosts: name == "emu0" ? ["emu-http.test"] : []
+                )
+            )
         }
         var traced = AccessoryClient.Configuration()
         traced.link.tracer = LinkTracer { event in
             if case .requestHead(let head) = event { Fixture.tracedHeads.withLock { $0.append(head) } }
         }
-        AccessoryRouteTable.shared.add(AccessoryRoute(
-            name: "traced",
-            transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
-            clientConfiguration: traced
-        ))
+        AccessoryRouteTable.shared.add(
+            AccessoryRoute(
+                name: "traced",
+                transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+                clientConfiguration: traced
+            )
+        )
         var provided = AccessoryClient.Configuration()
         provided.credentialProvider = ClosureCredentialProvider(Credentials(user: "ann", password: "pw"))
-        AccessoryRouteTable.shared.add(AccessoryRoute(
-            name: "provided",
-            transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
-            clientConfiguration: provided
-        ))
+        AccessoryRouteTable.shared.add(
+            AccessoryRoute(
+                name: "provided",
+                transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+                clientConfiguration: provided
+            )
+        )
         if let secure = SecureAccessory.start() {
-            AccessoryRouteTable.shared.add(AccessoryRoute(
-                name: "secure",
-                transport: UnixSocketTransport(path: secure.socket),
-                tls: .client(
-                    serverName: "secure.accessory",
-                    trust: TLSTrust(useSystemRoots: false, anchorFiles: [secure.certificate], trustStore: nil)
+            AccessoryRouteTable.shared.add(
+                AccessoryRoute(
+                    name: "secure",
+                    transport: UnixSocketTransport(path: secure.socket),
+                    tls: .client(
+                        serverName: "secure.accessory",
+                        trust: TLSTrust(useSystemRoots: false, anchorFiles: [secure.certificate], trustStore: nil)
+                    )
                 )
-            ))
+            )
         }
     }()
 
     /// A session set up in one line, as an app would.
-    static func session(delegate: (any URLSessionDelegate)? = nil, _ configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
+    static func session(
+        delegate: (any URLSessionDelegate)? = nil,
+        _ configure: (URLSessionConfiguration) -> Void = { _ in }
+    ) -> URLSession {
         _ = Fixture.setUp
         let configuration = URLSessionConfiguration.accessory([])
         configure(configuration)
@@ -108,7 +120,12 @@ final class RecordingDelegate: NSObject, URLSessionDataDelegate, @unchecked Send
     private var continuation: CheckedContinuation<(URLResponse?, [Data], (any Error)?), Never>?
     private var outcome: (URLResponse?, [Data], (any Error)?)?
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
         self.lock.withLock { self.response = response }
         completionHandler(.allow)
     }

@@ -1,10 +1,12 @@
-@testable import AccessoryURLProtocol
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Synchronization
 import Testing
+
+@testable import AccessoryURLProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// FoundationNetworking behaviours the protocol works around, asserted as they are today, so
 /// that a toolchain whose Foundation changes them is noticed (and the workaround revisited).
@@ -15,7 +17,10 @@ import Testing
 /// `.useCredential` (replaces the protocol by libcurl). See docs/urlsession.md.
 @Suite("FoundationNetworking behaviours worked around", .serialized)
 struct FoundationBehaviourTests {
-    private func probeSession(delegate: (any URLSessionDelegate)? = nil, _ configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
+    private func probeSession(
+        delegate: (any URLSessionDelegate)? = nil,
+        _ configure: (URLSessionConfiguration) -> Void = { _ in }
+    ) -> URLSession {
         let configuration = URLSessionConfiguration.default
         configuration.protocolClasses = [ProbeProtocol.self]
         configuration.urlCache = nil
@@ -27,7 +32,10 @@ struct FoundationBehaviourTests {
     func lastChunkOnly() async throws {
         let session = self.probeSession()
         defer { session.finishTasksAndInvalidate() }
-        let (data, _, error) = await completionHandlerLoad(session, URLRequest(url: try Fixture.url("probe://two-chunks/")))
+        let (data, _, error) = await completionHandlerLoad(
+            session,
+            URLRequest(url: try Fixture.url("probe://two-chunks/"))
+        )
         #expect(error == nil)
         #expect(data == Data("second".utf8))
     }
@@ -166,7 +174,12 @@ final class ProbeProtocol: URLProtocol {
 
     private func respond(_ chunks: [String], cacheable: Bool = false) {
         guard let url = self.request.url,
-            let response = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: ["Cache-Control": "max-age=60"])
+            let response = HTTPURLResponse(
+                url: url,
+                statusCode: 200,
+                httpVersion: "HTTP/1.1",
+                headerFields: ["Cache-Control": "max-age=60"]
+            )
         else { return }
         self.client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: cacheable ? .allowed : .notAllowed)
         for chunk in chunks { self.client?.urlProtocol(self, didLoad: Data(chunk.utf8)) }

@@ -1,9 +1,10 @@
 import AccessoryURLProtocol
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 @Suite("Redirects, authentication and timeouts through URLSession")
 struct PolicyTests {
@@ -33,7 +34,9 @@ struct PolicyTests {
     func basicFromURL() async throws {
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
-        let (_, response) = try await session.data(from: try Fixture.url("accessory://bob:s%3Acret@emu2/basic-auth/bob/s:cret"))
+        let (_, response) = try await session.data(
+            from: try Fixture.url("accessory://bob:s%3Acret@emu2/basic-auth/bob/s:cret")
+        )
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
     }
 
@@ -41,12 +44,16 @@ struct PolicyTests {
     func digestFromProvider() async throws {
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
-        let (_, response) = try await session.data(from: try Fixture.url("accessory://provided/digest-auth/auth/ann/pw"))
+        let (_, response) = try await session.data(
+            from: try Fixture.url("accessory://provided/digest-auth/auth/ann/pw")
+        )
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
     }
 
-    @Test("a 401 without credentials is delivered as is, never to the session's challenge flow",
-          arguments: ["accessory://emu3/basic-auth/u/p", "http://emu-http.test/digest-auth/auth/u/p"])
+    @Test(
+        "a 401 without credentials is delivered as is, never to the session's challenge flow",
+        arguments: ["accessory://emu3/basic-auth/u/p", "http://emu-http.test/digest-auth/auth/u/p"]
+    )
     func unauthorized(url: String) async throws {
         let delegate = RecordingDelegate()
         let session = Fixture.session(delegate: delegate)
@@ -71,8 +78,10 @@ struct PolicyTests {
         #expect(ContinuousClock.now - started < .seconds(2))
     }
 
-    @Test("timeoutIntervalForRequest and timeoutIntervalForResource are enforced",
-          arguments: [true, false])
+    @Test(
+        "timeoutIntervalForRequest and timeoutIntervalForResource are enforced",
+        arguments: [true, false]
+    )
     func configurationTimeouts(resource: Bool) async throws {
         let session = Fixture.session { configuration in
             if resource {

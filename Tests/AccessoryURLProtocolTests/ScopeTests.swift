@@ -1,11 +1,13 @@
 import AccessoryCrypto
 import AccessoryEmulator
-@testable import AccessoryURLProtocol
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
+
+@testable import AccessoryURLProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 @Suite("Scope, canonical requests and what fails at once")
 struct ScopeTests {
@@ -54,7 +56,10 @@ struct ScopeTests {
         #expect(request.value(forHTTPHeaderField: "X-App") == "demo")
         var own = URLRequest(url: try Fixture.url("accessory://emu0/x"))
         own.setValue("mine", forHTTPHeaderField: "X-App")
-        #expect(CanonicalRequest.make(own, additionalHeaders: ["X-App": "demo"]).value(forHTTPHeaderField: "X-App") == "mine")
+        #expect(
+            CanonicalRequest.make(own, additionalHeaders: ["X-App": "demo"]).value(forHTTPHeaderField: "X-App")
+                == "mine"
+        )
     }
 
     @Test("the accessory sees the canonical request with httpAdditionalHeaders and without the private header")
@@ -117,7 +122,8 @@ struct ScopeTests {
             _ = try await session.upload(for: request, from: Data("hello".utf8))
         } throws: { error in
             guard let error = error as? AccessoryURLProtocolError else { return false }
-            return error.code == .uploadBodyNotSupported && error.message.contains("AccessoryClient.upload(_:fromFile:)")
+            return error.code == .uploadBodyNotSupported
+                && error.message.contains("AccessoryClient.upload(_:fromFile:)")
         }
     }
 
@@ -132,7 +138,10 @@ struct ScopeTests {
             #expect(!data.isEmpty)
         }
         let (data, _) = try await session.data(from: try Fixture.url("accessorys://secure/bytes/70000"))
-        #expect(Digest.hex(.sha256, of: data) == Digest.hex(.sha256, of: EmulatedAccessory.patternBytes(offset: 0, count: 70000)))
+        #expect(
+            Digest.hex(.sha256, of: data)
+                == Digest.hex(.sha256, of: EmulatedAccessory.patternBytes(offset: 0, count: 70000))
+        )
     }
 
     @Test("accessorys:// on a route without TLS fails at once with a clear error")

@@ -1,10 +1,11 @@
 import AccessoryURLProtocol
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Synchronization
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Routes each task's outcome to its own completion closure, for delegate-based stress tasks.
 final class StressDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {

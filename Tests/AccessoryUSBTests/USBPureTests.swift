@@ -10,8 +10,20 @@ struct USBInterfaceSelectionTests {
     static let bulkOut = USBEndpointDescription(address: 0x02, attributes: 2, maxPacketSize: 512)
     static let interruptIn = USBEndpointDescription(address: 0x83, attributes: 3, maxPacketSize: 8)
 
-    static func setting(_ number: Int, alt: Int = 0, _ code: (UInt8, UInt8, UInt8), _ endpoints: [USBEndpointDescription]) -> USBInterfaceDescription {
-        USBInterfaceDescription(interfaceNumber: number, alternateSetting: alt, classCode: code.0, subclass: code.1, protocolCode: code.2, endpoints: endpoints)
+    static func setting(
+        _ number: Int,
+        alt: Int = 0,
+        _ code: (UInt8, UInt8, UInt8),
+        _ endpoints: [USBEndpointDescription]
+    ) -> USBInterfaceDescription {
+        USBInterfaceDescription(
+            interfaceNumber: number,
+            alternateSetting: alt,
+            classCode: code.0,
+            subclass: code.1,
+            protocolCode: code.2,
+            endpoints: endpoints
+        )
     }
 
     @Test func picksVendorAndIPPInterfacesWithABulkPair() {
@@ -88,7 +100,9 @@ struct USBTransferPolicyTests {
         #expect(!policy.needsZeroLengthPacket(afterWriting: 513, maxPacketSize: 512))
         #expect(!policy.needsZeroLengthPacket(afterWriting: 0, maxPacketSize: 512))
         #expect(!policy.needsZeroLengthPacket(afterWriting: 512, maxPacketSize: 0))
-        #expect(!USBTransferPolicy(zeroLengthPackets: false).needsZeroLengthPacket(afterWriting: 1024, maxPacketSize: 512))
+        #expect(
+            !USBTransferPolicy(zeroLengthPackets: false).needsZeroLengthPacket(afterWriting: 1024, maxPacketSize: 512)
+        )
         #expect(functionFSNeedsZeroLengthPacket(afterWriting: 1024, maxPacketSize: 1024))
         #expect(!functionFSNeedsZeroLengthPacket(afterWriting: 1000, maxPacketSize: 512))
     }
@@ -171,7 +185,9 @@ struct FunctionFSDescriptorTests {
         #expect(types == [4, 5, 5, 4, 5, 5, 4, 5, 0x30, 5, 0x30])
         // The high-speed interface and its endpoints: ff/48/01, IN 0x81 and OUT 0x02 of 512 bytes.
         let high = Array(blob[(24 + 23)..<(24 + 46)])
-        #expect(high == [9, 4, 0, 0, 2, 0xFF, 0x48, 0x01, 1, 7, 5, 0x81, 2, 0x00, 0x02, 0, 7, 5, 0x02, 2, 0x00, 0x02, 0])
+        #expect(
+            high == [9, 4, 0, 0, 2, 0xFF, 0x48, 0x01, 1, 7, 5, 0x81, 2, 0x00, 0x02, 0, 7, 5, 0x02, 2, 0x00, 0x02, 0]
+        )
     }
 
     @Test func stringsBlobCarriesOneUSEnglishString() {
@@ -198,19 +214,36 @@ struct FunctionFSDescriptorTests {
 @Suite("accessory-http list rendering")
 struct USBListingTests {
     static let info = USBAccessoryInfo(
-        vendorID: 0x1209, productID: 0x0001, serialNumber: "A\"1", portPath: "1-2.3", deviceNode: "/dev/bus/usb/001/004",
-        interfaces: [USBLinkInterface(
-            interfaceNumber: 0, alternateSetting: 0, interfaceClass: .accessoryHTTP,
-            input: USBEndpointDescription(address: 0x81, attributes: 2, maxPacketSize: 512),
-            output: USBEndpointDescription(address: 0x02, attributes: 2, maxPacketSize: 512)
-        )],
+        vendorID: 0x1209,
+        productID: 0x0001,
+        serialNumber: "A\"1",
+        portPath: "1-2.3",
+        deviceNode: "/dev/bus/usb/001/004",
+        interfaces: [
+            USBLinkInterface(
+                interfaceNumber: 0,
+                alternateSetting: 0,
+                interfaceClass: .accessoryHTTP,
+                input: USBEndpointDescription(address: 0x81, attributes: 2, maxPacketSize: 512),
+                output: USBEndpointDescription(address: 0x02, attributes: 2, maxPacketSize: 512)
+            )
+        ],
         accessible: false
     )
 
     @Test func jsonIsStableAndEscaped() {
         let json = USBAccessoryListing.renderJSON([Self.info])
-        #expect(json.hasPrefix(#"[{"id":"1209:0001","vendorID":4617,"productID":1,"serialNumber":"A\"1","port":"1-2.3","deviceNode":"/dev/bus/usb/001/004","spec":"usb:1209:0001?serial=A\"1","accessible":false,"hint":"no permission to open /dev/bus/usb/001/004"#))
-        #expect(json.hasSuffix(#""interfaces":[{"number":0,"alternateSetting":0,"class":"ff/48/01","in":129,"out":2,"maxPacketSize":512}]}]"# + "\n"))
+        #expect(
+            json.hasPrefix(
+                #"[{"id":"1209:0001","vendorID":4617,"productID":1,"serialNumber":"A\"1","port":"1-2.3","deviceNode":"/dev/bus/usb/001/004","spec":"usb:1209:0001?serial=A\"1","accessible":false,"hint":"no permission to open /dev/bus/usb/001/004"#
+            )
+        )
+        #expect(
+            json.hasSuffix(
+                #""interfaces":[{"number":0,"alternateSetting":0,"class":"ff/48/01","in":129,"out":2,"maxPacketSize":512}]}]"#
+                    + "\n"
+            )
+        )
         #expect(USBAccessoryListing.renderJSON([]) == "[]\n")
     }
 

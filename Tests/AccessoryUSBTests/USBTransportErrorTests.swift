@@ -9,11 +9,15 @@ import Testing
 @Suite("USB transports without USB")
 struct USBTransportErrorTests {
     @Test func aMissingDeviceIsAClearError() async {
-        let transport = USBTransport(selector: USBDeviceSelector(vendorID: 0x1209, productID: 0xFFFE, serialNumber: "none"))
+        let transport = USBTransport(
+            selector: USBDeviceSelector(vendorID: 0x1209, productID: 0xFFFE, serialNumber: "none")
+        )
         #expect(transport.reopenMayCarryStaleBytes)
         #expect(transport.description == "usb:1209:fffe")
         do {
-            _ = try await transport.open(on: MultiThreadedEventLoopGroup.singleton.next()) { $0.eventLoop.makeSucceededVoidFuture() }
+            _ = try await transport.open(on: MultiThreadedEventLoopGroup.singleton.next()) {
+                $0.eventLoop.makeSucceededVoidFuture()
+            }
             Issue.record("opened a device that does not exist")
         } catch let error as TransportError {
             #expect(error.code == .deviceNotFound || error.code == .openFailed)
@@ -26,7 +30,9 @@ struct USBTransportErrorTests {
     @Test func aMissingFunctionFSMountIsAClearError() async {
         let transport = FunctionFSTransport(directory: "/nonexistent/ffs-accessory")
         do {
-            _ = try await transport.open(on: MultiThreadedEventLoopGroup.singleton.next()) { $0.eventLoop.makeSucceededVoidFuture() }
+            _ = try await transport.open(on: MultiThreadedEventLoopGroup.singleton.next()) {
+                $0.eventLoop.makeSucceededVoidFuture()
+            }
             Issue.record("opened a FunctionFS function that does not exist")
         } catch let error as TransportError {
             #expect(error.code == .deviceNotFound)

@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // MARK: - Finding the binary
@@ -22,9 +22,17 @@ enum CLIBinary {
         var candidates: [URL] = []
         // Next to the test bundle (the build products folder of this very test run).
         if let bundle = Bundle.allBundles.first(where: { $0.bundlePath.hasSuffix(".xctest") }) {
-            candidates.append(URL(fileURLWithPath: bundle.bundlePath).deletingLastPathComponent().appendingPathComponent("accessory-http"))
+            candidates.append(
+                URL(fileURLWithPath: bundle.bundlePath).deletingLastPathComponent().appendingPathComponent(
+                    "accessory-http"
+                )
+            )
         }
-        candidates.append(URL(fileURLWithPath: CommandLine.arguments.first ?? "").deletingLastPathComponent().appendingPathComponent("accessory-http"))
+        candidates.append(
+            URL(fileURLWithPath: CommandLine.arguments.first ?? "").deletingLastPathComponent().appendingPathComponent(
+                "accessory-http"
+            )
+        )
         let build = packageRoot.appendingPathComponent(".build")
         for triple in ["", "x86_64-unknown-linux-gnu/", "aarch64-unknown-linux-gnu/"] {
             candidates.append(build.appendingPathComponent("\(triple)debug/accessory-http"))
@@ -72,7 +80,10 @@ final class Scratch: Sendable {
     func file(_ name: String) -> String { self.url.appendingPathComponent(name).path }
 
     func writeConfig(_ text: String) throws {
-        try FileManager.default.createDirectory(at: self.configFile.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: self.configFile.deletingLastPathComponent(),
+            withIntermediateDirectories: true
+        )
         try Data(text.utf8).write(to: self.configFile)
     }
 
@@ -182,7 +193,9 @@ final class Child: @unchecked Sendable {
     private let exited: Once
     let started = ContinuousClock.now
 
-    init(executable: URL, arguments: [String], environment: [String: String], stdin: [UInt8]?, directory: URL? = nil) throws {
+    init(executable: URL, arguments: [String], environment: [String: String], stdin: [UInt8]?, directory: URL? = nil)
+        throws
+    {
         ignoreSIGPIPE
         let process = Process()
         process.executableURL = executable
@@ -272,10 +285,19 @@ func run(
     timeout: Double = 20,
     sourceLocation: SourceLocation = #_sourceLocation
 ) async throws -> RunResult {
-    let child = try Child(executable: executable, arguments: arguments, environment: scratch.environment(env), stdin: stdin, directory: scratch.url)
+    let child = try Child(
+        executable: executable,
+        arguments: arguments,
+        environment: scratch.environment(env),
+        stdin: stdin,
+        directory: scratch.url
+    )
     let result = await child.finish(timeout: timeout)
     if result.timedOut {
-        Issue.record("\(executable.lastPathComponent) \(arguments) did not finish within \(timeout) s; killed it.\n\(result)", sourceLocation: sourceLocation)
+        Issue.record(
+            "\(executable.lastPathComponent) \(arguments) did not finish within \(timeout) s; killed it.\n\(result)",
+            sourceLocation: sourceLocation
+        )
     }
     return result
 }
@@ -320,7 +342,15 @@ func runCLI(
     let binary = try CLIBinary.url()
     await Gate.cli.enter()
     do {
-        let result = try await run(binary, arguments, scratch: scratch, env: env, stdin: stdin, timeout: timeout, sourceLocation: sourceLocation)
+        let result = try await run(
+            binary,
+            arguments,
+            scratch: scratch,
+            env: env,
+            stdin: stdin,
+            timeout: timeout,
+            sourceLocation: sourceLocation
+        )
         await Gate.cli.leave()
         return result
     } catch {
@@ -331,7 +361,13 @@ func runCLI(
 
 /// Starts `accessory-http ARGS` in the background (stop it with `stop`).
 func startCLI(_ arguments: [String], scratch: Scratch, env: [String: String] = [:]) throws -> Child {
-    try Child(executable: try CLIBinary.url(), arguments: arguments, environment: scratch.environment(env), stdin: nil, directory: scratch.url)
+    try Child(
+        executable: try CLIBinary.url(),
+        arguments: arguments,
+        environment: scratch.environment(env),
+        stdin: nil,
+        directory: scratch.url
+    )
 }
 
 /// Polls `condition` every 20 ms for up to `timeout` seconds.

@@ -10,7 +10,12 @@ struct ExitStatusTests {
         self.scratch = try Scratch()
     }
 
-    func cli(_ arguments: [String], env: [String: String] = [:], timeout: Double = 20, sourceLocation: SourceLocation = #_sourceLocation) async throws -> RunResult {
+    func cli(
+        _ arguments: [String],
+        env: [String: String] = [:],
+        timeout: Double = 20,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> RunResult {
         try await runCLI(arguments, scratch: self.scratch, env: env, timeout: timeout, sourceLocation: sourceLocation)
     }
 
@@ -45,7 +50,9 @@ struct ExitStatusTests {
         let plain = try await cli(["--device", "emulator", command, "/nothing", "-o", path])
         #expect(plain.status == 0, "\(plain)")
         #expect(String(decoding: readFile(path) ?? [], as: UTF8.self).contains("\"status\":404"))
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.contains(".part") }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter {
+            $0.contains(".part")
+        }
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
 
@@ -67,7 +74,9 @@ struct ExitStatusTests {
         #expect(result.stderr.contains("exec:COMMAND"), "\(result)")
     }
 
-    @Test(arguments: ["X-Evil: 1\nX-Injected: 2", "X-Evil: 1\r\nX-Injected: 2", "X-Evil: a\rb", "No colon here", "Bad Name: 1"])
+    @Test(arguments: [
+        "X-Evil: 1\nX-Injected: 2", "X-Evil: 1\r\nX-Injected: 2", "X-Evil: a\rb", "No colon here", "Bad Name: 1",
+    ])
     func aHeaderWithALineBreakOrBadSyntaxIsAUsageError(header: String) async throws {
         let result = try await cli(["--device", "emulator", "get", "/echo", "-H", header])
         #expect(result.status == 64, "\(result)")
@@ -97,7 +106,10 @@ struct ExitStatusTests {
     }
 
     @Test func aDeviceThatExitsIsATransportFailureThatSaysHow() async throws {
-        let result = try await cli(["--device", "exec:echo 'no such accessory' >&2; exit 3", "get", "/status"], timeout: 15)
+        let result = try await cli(
+            ["--device", "exec:echo 'no such accessory' >&2; exit 3", "get", "/status"],
+            timeout: 15
+        )
         #expect(result.status == 69, "\(result)")
         #expect(result.stderr.contains("exited with status 3"), "\(result)")
         #expect(result.stderr.contains("no such accessory"), "the child's stderr is quoted: \(result)")
@@ -105,7 +117,10 @@ struct ExitStatusTests {
     }
 
     @Test func aDeviceThatSpeaksGarbageIsAProtocolError() async throws {
-        let result = try await cli(["--device", "exec:printf 'garbage\\r\\n\\r\\n'; sleep 1", "get", "/status"], timeout: 15)
+        let result = try await cli(
+            ["--device", "exec:printf 'garbage\\r\\n\\r\\n'; sleep 1", "get", "/status"],
+            timeout: 15
+        )
         #expect(result.status == 76, "\(result)")
         #expect(result.stdout.isEmpty, "\(result)")
         #expect(result.elapsed < .seconds(5), "\(result)")
@@ -119,7 +134,9 @@ struct ExitStatusTests {
 
     @Test(arguments: [[], ["--fail"]])
     func anUnwritableOutputFileIsAFileError(extra: [String]) async throws {
-        let result = try await cli(["--device", "emulator", "get", "/bytes/100", "-o", "/nonexistent/dir/out.bin"] + extra)
+        let result = try await cli(
+            ["--device", "emulator", "get", "/bytes/100", "-o", "/nonexistent/dir/out.bin"] + extra
+        )
         #expect(result.status == 74, "\(result)")
         #expect(result.stderr.contains("cannot write /nonexistent/dir/out.bin"), "\(result)")
         #expect(!result.stderr.contains(".fail"), "no staging name in the message: \(result)")
@@ -179,10 +196,18 @@ struct DeviceChoiceTests {
 
     @Test func theOptionBeatsTheEnvironment() async throws {
         try scratch.writeConfig("device = \(nowhere)\n")
-        let result = try await runCLI(["--device", "emulator", "get", "/status"], scratch: scratch, env: ["ACCESSORY_HTTP_DEVICE": nowhere])
+        let result = try await runCLI(
+            ["--device", "emulator", "get", "/status"],
+            scratch: scratch,
+            env: ["ACCESSORY_HTTP_DEVICE": nowhere]
+        )
         #expect(result.status == 0, "\(result)")
 
-        let loser = try await runCLI(["--device", nowhere, "get", "/status"], scratch: scratch, env: ["ACCESSORY_HTTP_DEVICE": "emulator"])
+        let loser = try await runCLI(
+            ["--device", nowhere, "get", "/status"],
+            scratch: scratch,
+            env: ["ACCESSORY_HTTP_DEVICE": "emulator"]
+        )
         #expect(loser.status == 69, "the option's device was used: \(loser)")
     }
 
@@ -252,8 +277,13 @@ struct InterruptionTests {
         #expect(!result.timedOut, "\(result)")
         #expect(result.status == 130, "\(result)")
         #expect(result.stderr.hasSuffix("accessory-http: interrupted\n"), "\(result)")
-        #expect(afterSignal < .seconds(2), "the pending exchange is abandoned, not waited for (\(afterSignal)): \(result)")
-        let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter { $0.hasPrefix("interrupted") }
+        #expect(
+            afterSignal < .seconds(2),
+            "the pending exchange is abandoned, not waited for (\(afterSignal)): \(result)"
+        )
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: scratch.path).filter {
+            $0.hasPrefix("interrupted")
+        }
         #expect(leftovers.isEmpty, "\(leftovers)")
     }
 }

@@ -10,7 +10,12 @@ struct RequestCommandTests {
         self.scratch = try Scratch()
     }
 
-    func cli(_ arguments: [String], stdin: [UInt8]? = nil, env: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation) async throws -> RunResult {
+    func cli(
+        _ arguments: [String],
+        stdin: [UInt8]? = nil,
+        env: [String: String] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> RunResult {
         try await runCLI(arguments, scratch: self.scratch, env: env, stdin: stdin, sourceLocation: sourceLocation)
     }
 
@@ -112,7 +117,9 @@ struct RequestCommandTests {
     }
 
     @Test func headersAreSent() async throws {
-        let result = try await cli(["--device", "emulator", "get", "/echo", "-H", "X-Test: 1", "-H", "X-Other:  two words "])
+        let result = try await cli([
+            "--device", "emulator", "get", "/echo", "-H", "X-Test: 1", "-H", "X-Other:  two words ",
+        ])
         #expect(result.status == 0, "\(result)")
         let headers = try #require(result.json?["headers"] as? [String: String], "\(result)")
         #expect(headers["x-test"] == "1", "\(headers)")
@@ -154,19 +161,25 @@ struct RequestCommandTests {
         #expect(good.json?["authenticated"] as? Bool == true, "\(good)")
         #expect(good.json?["user"] as? String == "alice", "\(good)")
 
-        let bad = try await cli(["--device", "emulator", "get", "--fail", "--user", "alice:wrong", "/basic-auth/alice/s3cret"])
+        let bad = try await cli([
+            "--device", "emulator", "get", "--fail", "--user", "alice:wrong", "/basic-auth/alice/s3cret",
+        ])
         #expect(bad.status == 22, "\(bad)")
         #expect(bad.stdout.isEmpty, "\(bad)")
     }
 
     @Test(arguments: ["MD5", "SHA-256"])
     func digestAuthentication(algorithm: String) async throws {
-        let result = try await cli(["--device", "emulator", "get", "--user", "bob:pa55", "/digest-auth/auth/bob/pa55/\(algorithm)"])
+        let result = try await cli([
+            "--device", "emulator", "get", "--user", "bob:pa55", "/digest-auth/auth/bob/pa55/\(algorithm)",
+        ])
         #expect(result.status == 0, "\(result)")
         #expect(result.json?["authenticated"] as? Bool == true, "\(result)")
         #expect(result.json?["user"] as? String == "bob", "\(result)")
 
-        let wrong = try await cli(["--device", "emulator", "get", "-i", "--user", "bob:nope", "/digest-auth/auth/bob/pa55/\(algorithm)"])
+        let wrong = try await cli([
+            "--device", "emulator", "get", "-i", "--user", "bob:nope", "/digest-auth/auth/bob/pa55/\(algorithm)",
+        ])
         #expect(wrong.status == 0, "without --fail a 401 is still a successful exchange: \(wrong)")
         #expect(wrong.stdoutText.hasPrefix("HTTP/1.1 401 "), "\(wrong)")
     }

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `serve` on a unix socket, a child's stdio and a serial line (socat ptys), with the CLI and
@@ -20,7 +20,11 @@ struct ServeTests {
         server.signal(SIGTERM)
         let result = await server.finish(timeout: 5)
         #expect(!result.timedOut, "the server did not stop on SIGTERM: \(result)", sourceLocation: sourceLocation)
-        #expect(!result.signaled && (result.status == 0 || result.status == 130), "\(result)", sourceLocation: sourceLocation)
+        #expect(
+            !result.signaled && (result.status == 0 || result.status == 130),
+            "\(result)",
+            sourceLocation: sourceLocation
+        )
         return result
     }
 
@@ -40,16 +44,27 @@ struct ServeTests {
 
         let count = 1_000_000
         let path = scratch.file("unix.bin")
-        let download = try await runCLI(["--device", "unix:" + socket, "download", "/bytes/\(count)", "-o", path], scratch: scratch)
+        let download = try await runCLI(
+            ["--device", "unix:" + socket, "download", "/bytes/\(count)", "-o", path],
+            scratch: scratch
+        )
         #expect(download.status == 0, "\(download)")
         #expect(readFile(path).map(sha256) == Pattern.sha256(count: count))
 
         if let curl = which("curl") {
-            let result = try await run(curl, ["-sS", "--max-time", "10", "--unix-socket", socket, "http://x/status"], scratch: scratch)
+            let result = try await run(
+                curl,
+                ["-sS", "--max-time", "10", "--unix-socket", socket, "http://x/status"],
+                scratch: scratch
+            )
             #expect(result.status == 0, "\(result)")
             #expect(result.json?["model"] is String, "\(result)")
 
-            let upload = try await run(curl, ["-sS", "--max-time", "10", "--unix-socket", socket, "--data-binary", "hello", "http://x/upload"], scratch: scratch)
+            let upload = try await run(
+                curl,
+                ["-sS", "--max-time", "10", "--unix-socket", socket, "--data-binary", "hello", "http://x/upload"],
+                scratch: scratch
+            )
             #expect(upload.json?["length"] as? Int == 5, "\(upload)")
             #expect(upload.json?["sha256"] as? String == sha256(Array("hello".utf8)), "\(upload)")
         } else {
@@ -72,7 +87,11 @@ struct ServeTests {
         #expect(result.status == 0, "\(result)")
         #expect(result.json?["model"] is String, "\(result)")
 
-        let upload = try await runCLI(["--device", device, "post", "/upload", "-d", "over a pipe"], scratch: scratch, timeout: 15)
+        let upload = try await runCLI(
+            ["--device", device, "post", "/upload", "-d", "over a pipe"],
+            scratch: scratch,
+            timeout: 15
+        )
         #expect(upload.status == 0, "\(upload)")
         #expect(upload.json?["length"] as? Int == 11, "\(upload)")
     }
@@ -111,7 +130,11 @@ struct ServeTests {
 
         let count = 1 << 20
         let path = scratch.file("serial.bin")
-        let download = try await runCLI(["--device", "serial:" + host, "download", "/bytes/\(count)", "-o", path], scratch: scratch, timeout: 20)
+        let download = try await runCLI(
+            ["--device", "serial:" + host, "download", "/bytes/\(count)", "-o", path],
+            scratch: scratch,
+            timeout: 20
+        )
         #expect(download.status == 0, "\(download)")
         let bytes = readFile(path) ?? []
         #expect(bytes.count == count, "\(download)")
@@ -149,7 +172,8 @@ struct ExecLifetimeTests {
     static func processes(containing marker: String) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap { entry -> Int32? in
-            guard let pid = Int32(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            guard let pid = Int32(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline")
+            else { return nil }
             let text = String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
             return text.contains(marker) ? pid : nil
         }
@@ -158,7 +182,10 @@ struct ExecLifetimeTests {
     @Test func aChildThatIgnoresEOFIsNotLeftRunning() async throws {
         // A unique duration marks the child: `sleep 29.NNNNNNNN`.
         let marker = "29." + String(UInt32.random(in: 10_000_000...99_999_999))
-        let result = try await runCLI(["--device", "exec:exec sleep \(marker)", "get", "--timeout", "0.5", "/status"], scratch: scratch)
+        let result = try await runCLI(
+            ["--device", "exec:exec sleep \(marker)", "get", "--timeout", "0.5", "/status"],
+            scratch: scratch
+        )
         #expect(result.status == 75, "\(result)")
         let gone = await eventually(timeout: 3) { Self.processes(containing: marker).isEmpty }
         // Clean up after ourselves whatever the outcome: these are the test's own processes.

@@ -13,7 +13,9 @@ struct TraceTests {
     @Test func verboseShowsHeadsAndTheBodyAsHex() async throws {
         let result = try await runCLI(["--device", "emulator", "-v", "get", "/status"], scratch: scratch)
         #expect(result.status == 0, "\(result)")
-        let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false).map { $0.replacingOccurrences(of: "\r", with: "") }
+        let lines = result.stderr.split(separator: "\n", omittingEmptySubsequences: false).map {
+            $0.replacingOccurrences(of: "\r", with: "")
+        }
         #expect(lines.contains("> GET /status HTTP/1.1"), "\(result)")
         #expect(lines.contains("< HTTP/1.1 200 OK"), "\(result)")
         #expect(lines.contains { $0.hasPrefix("< 00000000  7b 22 ") }, "the body `{\"` as hex: \(result)")
@@ -30,7 +32,10 @@ struct TraceTests {
     }
 
     @Test func traceLimitCapsTheDump() async throws {
-        let result = try await runCLI(["--device", "emulator", "-v", "--trace-limit", "32", "get", "/bytes/1000"], scratch: scratch)
+        let result = try await runCLI(
+            ["--device", "emulator", "-v", "--trace-limit", "32", "get", "/bytes/1000"],
+            scratch: scratch
+        )
         #expect(result.status == 0, "\(result)")
         #expect(result.stdout.count == 1000, "\(result)")
         let dumpLines = result.stderr.split(separator: "\n").filter { $0.hasPrefix("< 000") }
@@ -41,7 +46,10 @@ struct TraceTests {
     }
 
     @Test func traceLimitZeroShowsHeadsOnly() async throws {
-        let result = try await runCLI(["--device", "emulator", "-v", "--trace-limit", "0", "get", "/status"], scratch: scratch)
+        let result = try await runCLI(
+            ["--device", "emulator", "-v", "--trace-limit", "0", "get", "/status"],
+            scratch: scratch
+        )
         #expect(result.status == 0, "\(result)")
         #expect(result.stderr.contains("< HTTP/1.1 200 OK"), "\(result)")
         #expect(!result.stderr.contains("< 00000000"), "\(result)")

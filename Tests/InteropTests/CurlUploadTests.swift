@@ -31,15 +31,18 @@ struct CurlUploadTests {
         try writeFile(file, payload)
 
         let responder = EmulatedAccessory().makeResponder()
-        let server = Task { try await responder.serveUnixSocket(path: socket, group: MultiThreadedEventLoopGroup.singleton) }
+        let server = Task {
+            try await responder.serveUnixSocket(path: socket, group: MultiThreadedEventLoopGroup.singleton)
+        }
         defer { server.cancel() }
         let listening = await waitUntil(timeout: .seconds(10)) { unixSocketAccepts(socket) }
         try #require(listening, "the responder did not listen on \(socket) within 10 s")
 
-        let header = switch upload {
-        case .chunked: "Transfer-Encoding: chunked"
-        case .expectContinue: "Expect: 100-continue"
-        }
+        let header =
+            switch upload {
+            case .chunked: "Transfer-Encoding: chunked"
+            case .expectContinue: "Expect: 100-continue"
+            }
         let output = directory.path("response.json")
         let (status, log) = try await run(
             [

@@ -30,7 +30,9 @@ struct NginxInteropTests {
             case .unixSocket:
                 try await withClient("unix:\(nginx.socketPath)") { try await Self.exercise($0, nginx) }
             case .socatStdio:
-                try await withClient("exec:\(Self.socat) - UNIX-CONNECT:\(nginx.socketPath)") { try await Self.exercise($0, nginx) }
+                try await withClient("exec:\(Self.socat) - UNIX-CONNECT:\(nginx.socketPath)") {
+                    try await Self.exercise($0, nginx)
+                }
             case .socatPty:
                 let tty = nginx.directory.path("tty")
                 // No `fork`: one pty, one connection to nginx, kept for every request below.
@@ -118,7 +120,9 @@ struct NginxInteropTests {
     func reopensWhenNginxCloses(join: Join) async throws {
         try #require(access(Self.socat, X_OK) == 0, "socat is not installed at \(Self.socat); run scripts/bootstrap")
         try await NginxFixture.with { nginx in
-            let spec = join == .unixSocket ? "unix:\(nginx.socketPath)" : "exec:\(Self.socat) - UNIX-CONNECT:\(nginx.socketPath)"
+            let spec =
+                join == .unixSocket
+                ? "unix:\(nginx.socketPath)" : "exec:\(Self.socat) - UNIX-CONNECT:\(nginx.socketPath)"
             try await withClient(spec) { client in
                 #expect(try await client.get("/status").0.status == .ok)
 

@@ -4,9 +4,9 @@ import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 extension AccessoryClient {
@@ -45,26 +45,33 @@ extension AccessoryClient {
         let head: HTTPResponse
         do {
             head = try await self.execute(request) { response in
-            let total = response.head.headerFields[.contentLength].flatMap { Int64($0) }
-            var written: Int64 = 0
-            progress?(TransferProgress(bytesTransferred: 0, totalBytes: total))
-            for try await buffer in response.body {
-                do {
-                    try await fileIO.write(fileHandle: handle, buffer: buffer)
-                } catch {
-                    throw AccessoryClientError(.fileError, "cannot write \(path): \(Self.describe(error))", underlying: error)
+                let total = response.head.headerFields[.contentLength].flatMap { Int64($0) }
+                var written: Int64 = 0
+                progress?(TransferProgress(bytesTransferred: 0, totalBytes: total))
+                for try await buffer in response.body {
+                    do {
+                        try await fileIO.write(fileHandle: handle, buffer: buffer)
+                    } catch {
+                        throw AccessoryClientError(
+                            .fileError,
+                            "cannot write \(path): \(Self.describe(error))",
+                            underlying: error
+                        )
+                    }
+                    written += Int64(buffer.readableBytes)
+                    progress?(TransferProgress(bytesTransferred: written, totalBytes: total))
                 }
-                written += Int64(buffer.readableBytes)
-                progress?(TransferProgress(bytesTransferred: written, totalBytes: total))
-            }
-            return response.head
+                return response.head
             }
         } catch {
             throw AccessoryClientError.wrapping(error)
         }
         if !writesDirectly {
             guard rename(temporaryPath, path) == 0 else {
-                throw AccessoryClientError(.fileError, "cannot move the download into place at \(path): \(String(cString: strerror(errno)))")
+                throw AccessoryClientError(
+                    .fileError,
+                    "cannot move the download into place at \(path): \(String(cString: strerror(errno)))"
+                )
             }
         }
         completed = true
@@ -105,7 +112,11 @@ extension AccessoryClient {
                     eventLoop: MultiThreadedEventLoopGroup.singleton.next()
                 ).get().0
             } catch {
-                throw AccessoryClientError(.fileError, "cannot read \(path): \(Self.describe(error))", underlying: error)
+                throw AccessoryClientError(
+                    .fileError,
+                    "cannot read \(path): \(Self.describe(error))",
+                    underlying: error
+                )
             }
             defer { try? handle.close() }
             var sent: Int64 = 0
@@ -113,9 +124,17 @@ extension AccessoryClient {
             while true {
                 let chunk: ByteBuffer
                 do {
-                    chunk = try await fileIO.read(fileHandle: handle, byteCount: 64 * 1024, allocator: ByteBufferAllocator())
+                    chunk = try await fileIO.read(
+                        fileHandle: handle,
+                        byteCount: 64 * 1024,
+                        allocator: ByteBufferAllocator()
+                    )
                 } catch {
-                    throw AccessoryClientError(.fileError, "cannot read \(path): \(Self.describe(error))", underlying: error)
+                    throw AccessoryClientError(
+                        .fileError,
+                        "cannot read \(path): \(Self.describe(error))",
+                        underlying: error
+                    )
                 }
                 if chunk.readableBytes == 0 { break }
                 if let length, sent + Int64(chunk.readableBytes) > Int64(length) {

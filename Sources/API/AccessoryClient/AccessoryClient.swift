@@ -114,7 +114,8 @@ public final class AccessoryClient: Sendable {
             let hadBody = !body.isNone
             // The closure runs inside this task, before `execute` returns, so it may update the
             // redirect and authentication state directly.
-            let step: Step<Result> = try await self.link.execute(authorized, body: body, deadline: deadline) { response in
+            let step: Step<Result> = try await self.link.execute(authorized, body: body, deadline: deadline) {
+                response in
                 switch await authentication.next(request: authorized, response: response.head) {
                 case .retry(let retried):
                     return .follow(retried, dropBody: false)

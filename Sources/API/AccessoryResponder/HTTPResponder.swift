@@ -5,11 +5,11 @@ import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Serves HTTP/1.1 on byte stream pairs: the accessory side of a link.
@@ -43,7 +43,10 @@ public struct HTTPResponder: Sendable {
         // every failure after this point is one where NIO owns (and closes) the descriptor.
         var info = stat()
         guard fstat(descriptor, &info) == 0 else {
-            throw ResponderError(.setupFailed, "descriptor \(descriptor) is not open: \(String(cString: strerror(errno)))")
+            throw ResponderError(
+                .setupFailed,
+                "descriptor \(descriptor) is not open: \(String(cString: strerror(errno)))"
+            )
         }
         guard (info.st_mode & S_IFMT) != S_IFREG else {
             _ = close(descriptor)

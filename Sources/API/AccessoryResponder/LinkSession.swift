@@ -42,7 +42,10 @@ struct LinkSession: Sendable {
             }
             guard let part else { return }  // the peer closed the link between requests
             guard case .head(let head) = part else {
-                await self.refuse(ResponderError(.malformedRequest, "request data arrived before a request head"), emitter: emitter)
+                await self.refuse(
+                    ResponderError(.malformedRequest, "request data arrived before a request head"),
+                    emitter: emitter
+                )
                 return
             }
             guard await self.serveExchange(head: head, link: link, emitter: emitter) else { return }
@@ -55,7 +58,11 @@ struct LinkSession: Sendable {
         let generation = link.beginExchange(expectsContinue: framing.expectsContinue)
         let request = ResponderRequest(
             head: head,
-            body: RequestBody(link: link, generation: generation, declaredLength: framing.hasBody ? framing.contentLength : 0)
+            body: RequestBody(
+                link: link,
+                generation: generation,
+                declaredLength: framing.hasBody ? framing.contentLength : 0
+            )
         )
 
         var response: ResponderResponse
@@ -114,7 +121,8 @@ struct LinkSession: Sendable {
         let (seconds, attoseconds) = idleTimeout.components
         let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         let amount: TimeAmount =
-            nanoseconds.overflow ? .hours(24 * 365) : .nanoseconds(nanoseconds.partialValue + attoseconds / 1_000_000_000)
+            nanoseconds.overflow
+            ? .hours(24 * 365) : .nanoseconds(nanoseconds.partialValue + attoseconds / 1_000_000_000)
         let timer = channel.eventLoop.scheduleTask(in: amount) {
             channel.close(promise: nil)
         }

@@ -17,7 +17,8 @@ struct RequestFraming: Sendable {
         let length = fields[.contentLength].flatMap { Int($0) }
         self.contentLength = chunked ? nil : length
         self.hasBody = chunked || (length ?? 0) > 0
-        self.expectsContinue = self.hasBody
+        self.expectsContinue =
+            self.hasBody
             && fields[.expect].map { $0.lowercased() == "100-continue" } == true
         self.wantsClose = fields.containsToken("close", in: .connection)
     }

@@ -6,7 +6,10 @@ enum DelayEndpoint {
 
     static func respond(seconds text: String) async throws -> ResponderResponse {
         guard let seconds = Double(text), seconds.isFinite, seconds >= 0, seconds <= Self.maxSeconds else {
-            return EmulatorResponses.error(.badRequest, "the delay must be a number of seconds from 0 to \(Int(Self.maxSeconds))")
+            return EmulatorResponses.error(
+                .badRequest,
+                "the delay must be a number of seconds from 0 to \(Int(Self.maxSeconds))"
+            )
         }
         // Cancellable: if the link goes away while waiting, the sleep throws and nothing is sent.
         try await Task.sleep(for: .milliseconds(Int((seconds * 1000).rounded())))

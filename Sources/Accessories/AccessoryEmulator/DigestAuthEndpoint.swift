@@ -21,10 +21,18 @@ enum DigestAuthEndpoint {
         }
         let usesQop = qop == "auth"
 
-        guard let value = head.headerFields[.authorization], let parameters = DigestParameters(authorization: value) else {
+        guard let value = head.headerFields[.authorization], let parameters = DigestParameters(authorization: value)
+        else {
             return Self.challenge(algorithm: algorithm, usesQop: usesQop, stale: false)
         }
-        switch Self.verify(parameters, head: head, user: user, password: password, algorithm: algorithm, usesQop: usesQop) {
+        switch Self.verify(
+            parameters,
+            head: head,
+            user: user,
+            password: password,
+            algorithm: algorithm,
+            usesQop: usesQop
+        ) {
         case .valid:
             return EmulatorResponses.json(["authenticated": true, "user": user])
         case .stale:

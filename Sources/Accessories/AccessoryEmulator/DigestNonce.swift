@@ -1,11 +1,11 @@
 import AccessoryCrypto
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Stateless Digest nonces: `TIMESTAMP-TAG`, where TAG is a keyed SHA-256 of the timestamp with
@@ -29,7 +29,8 @@ enum DigestNonce {
 
     static func verify(_ nonce: String, now: Int = Self.now()) -> Verdict {
         let parts = nonce.split(separator: "-", maxSplits: 1)
-        guard parts.count == 2, let issued = Int(parts[0]), Self.constantTimeEquals(String(parts[1]), Self.tag(for: issued))
+        guard parts.count == 2, let issued = Int(parts[0]),
+            Self.constantTimeEquals(String(parts[1]), Self.tag(for: issued))
         else { return .invalid }
         guard issued <= now + 5 else { return .invalid }
         return now - issued > Self.lifetimeSeconds ? .stale : .valid

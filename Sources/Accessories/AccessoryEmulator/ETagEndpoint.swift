@@ -18,7 +18,10 @@ enum ETagEndpoint {
         if Self.isNotModified(head) {
             return ResponderResponse(status: .notModified, headerFields: fields)
         }
-        return EmulatorResponses.json(["etag": Self.entityTag, "lastModified": Self.lastModified], headerFields: fields)
+        return EmulatorResponses.json(
+            ["etag": Self.entityTag, "lastModified": Self.lastModified],
+            headerFields: fields
+        )
     }
 
     /// If-None-Match wins over If-Modified-Since when both are present (RFC 9110 §13.2.2).

@@ -32,7 +32,9 @@ enum EmulatorResponses {
     }
 
     /// A JSON error: `{"error": message, "status": code}`.
-    static func error(_ status: HTTPResponse.Status, _ message: String, headerFields: HTTPFields = [:]) -> ResponderResponse {
+    static func error(_ status: HTTPResponse.Status, _ message: String, headerFields: HTTPFields = [:])
+        -> ResponderResponse
+    {
         self.json(["error": message, "status": status.code], status: status, headerFields: headerFields)
     }
 

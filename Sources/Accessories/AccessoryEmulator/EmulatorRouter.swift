@@ -10,7 +10,8 @@ struct EmulatorRouter: Sendable {
 
     func respond(to request: ResponderRequest) async throws -> ResponderResponse {
         let target = request.head.path ?? "/"
-        let path = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? "/"
+        let path =
+            target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? "/"
         let segments = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let method = request.head.method
         guard let first = segments.first else { return EmulatorResponses.notFound(path) }

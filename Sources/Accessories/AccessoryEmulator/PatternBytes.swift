@@ -23,7 +23,9 @@ extension EmulatedAccessory {
     }
 
     /// The pattern as a buffer ready to send.
-    static func patternBuffer(offset: Int, count: Int, allocator: ByteBufferAllocator = ByteBufferAllocator()) -> ByteBuffer {
+    static func patternBuffer(offset: Int, count: Int, allocator: ByteBufferAllocator = ByteBufferAllocator())
+        -> ByteBuffer
+    {
         var buffer = allocator.buffer(capacity: count)
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { destination in
             Self.fillPattern(UnsafeMutableRawBufferPointer(rebasing: destination[0..<count]), offset: offset)

@@ -2,11 +2,12 @@ import AccessoryClient
 import AccessoryTLS
 import AccessoryTransport
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import NIOPosix
 import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The accessories ``AccessoryURLProtocol`` serves, process-wide.
 ///
@@ -99,7 +100,10 @@ public final class AccessoryRouteTable: Sendable {
             do {
                 transport = try spec.makeTransport()
             } catch {
-                throw AccessoryURLProtocolError(.routeUnavailable, "accessory \(route.name) (\(spec)) cannot be opened: \(error)")
+                throw AccessoryURLProtocolError(
+                    .routeUnavailable,
+                    "accessory \(route.name) (\(spec)) cannot be opened: \(error)"
+                )
             }
         }
         if let tls = route.tls {

@@ -1,7 +1,8 @@
 import AccessoryClient
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A `URLProtocol` that carries URLSession requests to accessories over their links.
@@ -93,29 +94,40 @@ open class AccessoryURLProtocol: URLProtocol {
             return
         }
         if task is URLSessionDownloadTask {
-            self.failAtOnce(AccessoryURLProtocolError(
-                .downloadNotSupported,
-                "download tasks cannot complete through a custom URLProtocol on Linux (FoundationNetworking crashes); use AccessoryClient.download(_:to:progress:), or a data task"
-            ))
+            self.failAtOnce(
+                AccessoryURLProtocolError(
+                    .downloadNotSupported,
+                    "download tasks cannot complete through a custom URLProtocol on Linux (FoundationNetworking crashes); use AccessoryClient.download(_:to:progress:), or a data task"
+                )
+            )
             return
         }
         let request = self.request
         if task is URLSessionUploadTask && request.httpBody == nil && request.httpBodyStream == nil {
-            self.failAtOnce(AccessoryURLProtocolError(
-                .uploadBodyNotSupported,
-                "FoundationNetworking does not pass the body of uploadTask(with:from:) or uploadTask(with:fromFile:) to a custom URLProtocol on Linux, so nothing would be sent; use a data task with httpBody or httpBodyStream, or AccessoryClient.upload(_:fromFile:)"
-            ))
+            self.failAtOnce(
+                AccessoryURLProtocolError(
+                    .uploadBodyNotSupported,
+                    "FoundationNetworking does not pass the body of uploadTask(with:from:) or uploadTask(with:fromFile:) to a custom URLProtocol on Linux, so nothing would be sent; use a data task with httpBody or httpBodyStream, or AccessoryClient.upload(_:fromFile:)"
+                )
+            )
             return
         }
         guard let url = request.url, let route = AccessoryRouteTable.shared.route(for: url) else {
-            self.failAtOnce(AccessoryURLProtocolError(.routeUnavailable, "no accessory route serves \(request.url?.absoluteString ?? "the request")"))
+            self.failAtOnce(
+                AccessoryURLProtocolError(
+                    .routeUnavailable,
+                    "no accessory route serves \(request.url?.absoluteString ?? "the request")"
+                )
+            )
             return
         }
         if url.scheme?.lowercased() == Self.secureScheme && !route.isSecure {
-            self.failAtOnce(AccessoryURLProtocolError(
-                .tlsNotConfigured,
-                "\(url.absoluteString) asks for TLS, but the route \(route.name) has none; set its `tls` configuration (or give it a TLSTransport), or use accessory://"
-            ))
+            self.failAtOnce(
+                AccessoryURLProtocolError(
+                    .tlsNotConfigured,
+                    "\(url.absoluteString) asks for TLS, but the route \(route.name) has none; set its `tls` configuration (or give it a TLSTransport), or use accessory://"
+                )
+            )
             return
         }
         let session = SessionIntrospection.session(of: task)

@@ -47,13 +47,19 @@ final class BodyStreamSource: @unchecked Sendable {
             }
             if count == 0 { break }
             if let length, sent + count > length {
-                throw AccessoryURLProtocolError(.invalidRequest, "httpBodyStream is longer than its Content-Length \(length)")
+                throw AccessoryURLProtocolError(
+                    .invalidRequest,
+                    "httpBodyStream is longer than its Content-Length \(length)"
+                )
             }
             try await writer.write(ByteBuffer(bytes: chunk[0..<count]))
             sent += count
         }
         if let length, sent != length {
-            throw AccessoryURLProtocolError(.invalidRequest, "httpBodyStream ended after \(sent) of its Content-Length \(length) bytes")
+            throw AccessoryURLProtocolError(
+                .invalidRequest,
+                "httpBodyStream ended after \(sent) of its Content-Length \(length) bytes"
+            )
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// When a response may be cached, following Apple's `CacheStoragePolicyForRequestAndResponse`

@@ -1,11 +1,12 @@
 import AccessoryClient
 import AccessoryHTTP1
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import HTTPTypes
 import NIOCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// One load of an ``AccessoryURLProtocol``: cache lookup, the request over the route's client
 /// (which follows redirects and answers authentication itself), timeouts, body delivery and
@@ -86,10 +87,13 @@ struct Exchange: Sendable {
                 if let entry { return self.deliverCached(entry) }
             case .returnCacheDataDontLoad:
                 if let entry { return self.deliverCached(entry) }
-                throw URLError(.resourceUnavailable, userInfo: [
-                    NSLocalizedDescriptionKey: "the response is not cached and the cache policy forbids loading it",
-                    NSURLErrorFailingURLErrorKey: self.plan.url,
-                ])
+                throw URLError(
+                    .resourceUnavailable,
+                    userInfo: [
+                        NSLocalizedDescriptionKey: "the response is not cached and the cache policy forbids loading it",
+                        NSURLErrorFailingURLErrorKey: self.plan.url,
+                    ]
+                )
             case .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData:
                 break
             default:  // .useProtocolCachePolicy, .reloadRevalidatingCacheData
@@ -107,10 +111,14 @@ struct Exchange: Sendable {
                 }
             }
         } else if self.plan.cachePolicy == .returnCacheDataDontLoad {
-            throw URLError(.resourceUnavailable, userInfo: [
-                NSLocalizedDescriptionKey: "caching is off for this request and the cache policy forbids loading it",
-                NSURLErrorFailingURLErrorKey: self.plan.url,
-            ])
+            throw URLError(
+                .resourceUnavailable,
+                userInfo: [
+                    NSLocalizedDescriptionKey:
+                        "caching is off for this request and the cache policy forbids loading it",
+                    NSURLErrorFailingURLErrorKey: self.plan.url,
+                ]
+            )
         }
         let revalidated = revalidating
         self.box.touch()
@@ -143,10 +151,14 @@ struct Exchange: Sendable {
             for try await buffer in body {
                 self.box.touch()
                 guard whole.count + buffer.readableBytes <= self.plan.maxBufferedBodySize else {
-                    throw URLError(.dataLengthExceedsMaximum, userInfo: [
-                        NSLocalizedDescriptionKey: "the body is larger than the route's maxBufferedBodySize (\(self.plan.maxBufferedBodySize) bytes); use a delegate-based data task to stream it",
-                        NSURLErrorFailingURLErrorKey: self.plan.url,
-                    ])
+                    throw URLError(
+                        .dataLengthExceedsMaximum,
+                        userInfo: [
+                            NSLocalizedDescriptionKey:
+                                "the body is larger than the route's maxBufferedBodySize (\(self.plan.maxBufferedBodySize) bytes); use a delegate-based data task to stream it",
+                            NSURLErrorFailingURLErrorKey: self.plan.url,
+                        ]
+                    )
                 }
                 whole.append(contentsOf: buffer.readableBytesView)
             }

@@ -1,7 +1,8 @@
 import Dispatch
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The state one ``AccessoryURLProtocol`` object shares between the session's work queue and

@@ -1,11 +1,12 @@
 import AccessoryClient
 import AccessoryHTTP1
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import HTTPTypes
 import NIOCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Everything the exchange needs from the `URLRequest` and the session, taken on the work
 /// queue inside the first `startLoading` so that no Foundation object crosses to the exchange.
@@ -94,11 +95,18 @@ struct RequestPlan: Sendable {
             if configuration.timeoutIntervalForResource > 0 { resource = configuration.timeoutIntervalForResource }
         }
 
-        self.request = AccessoryRequest(method: method, path: path, headerFields: fields, body: body, credentials: credentials)
+        self.request = AccessoryRequest(
+            method: method,
+            path: path,
+            headerFields: fields,
+            body: body,
+            credentials: credentials
+        )
         self.url = components.url ?? url
         self.delivery = delivery
         self.cachePolicy = canonical.cachePolicy
-        self.cacheable = ResponseCache.participates(canonical)
+        self.cacheable =
+            ResponseCache.participates(canonical)
             && canonical.value(forHTTPHeaderField: "If-None-Match") == nil
             && canonical.value(forHTTPHeaderField: "If-Modified-Since") == nil
         self.requestCacheControl = canonical.value(forHTTPHeaderField: "Cache-Control")

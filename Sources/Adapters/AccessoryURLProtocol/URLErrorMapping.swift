@@ -1,7 +1,8 @@
 import AccessoryClient
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Turns a failure of the exchange into what URLSession callers expect: a `URLError` with the
@@ -21,7 +22,8 @@ enum URLErrorMapping {
         case .protocolError: code = .badServerResponse
         case .redirectFailed:
             let message = clientError.message.lowercased()
-            code = message.contains("limit") || message.contains("too many") || message.contains("cycle")
+            code =
+                message.contains("limit") || message.contains("too many") || message.contains("cycle")
                 ? .httpTooManyRedirects : .redirectToNonExistentLocation
         case .responseTooLarge: code = .dataLengthExceedsMaximum
         case .invalidRequest: code = .badURL
@@ -29,17 +31,23 @@ enum URLErrorMapping {
         case .fileError: code = .cannotOpenFile
         default: code = .unknown
         }
-        return URLError(code, userInfo: [
-            NSLocalizedDescriptionKey: clientError.message,
-            NSUnderlyingErrorKey: clientError as NSError,
-            NSURLErrorFailingURLErrorKey: url,
-        ])
+        return URLError(
+            code,
+            userInfo: [
+                NSLocalizedDescriptionKey: clientError.message,
+                NSUnderlyingErrorKey: clientError as NSError,
+                NSURLErrorFailingURLErrorKey: url,
+            ]
+        )
     }
 
     static func timedOut(_ url: URL, _ message: String) -> URLError {
-        URLError(.timedOut, userInfo: [
-            NSLocalizedDescriptionKey: message,
-            NSURLErrorFailingURLErrorKey: url,
-        ])
+        URLError(
+            .timedOut,
+            userInfo: [
+                NSLocalizedDescriptionKey: message,
+                NSURLErrorFailingURLErrorKey: url,
+            ]
+        )
     }
 }

@@ -174,7 +174,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
                 }
                 settling.succeed()
             } else {
-                self.settleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastInbound + quiet) { check() }
+                self.settleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastInbound + quiet) {
+                    check()
+                }
             }
         }
         self.settleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: quiet) { check() }
@@ -221,22 +223,27 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             finishOnDeinit: false,
             delegate: ResponseBodyDelegate(handler: bodyHandler, eventLoop: eventLoop, id: id)
         )
+        let headPromise = eventLoop.makePromise(of: HTTPResponse.self)
+        let mayWriteBody = eventLoop.makePromise(of: Bool.self)
+        let completion = eventLoop.makePromise(of: Bool.self)
         var ports = Ports(
             id: id,
-            head: eventLoop.makePromise(),
-            mayWriteBody: eventLoop.makePromise(),
-            completion: eventLoop.makePromise(),
+            head: headPromise,
+            mayWriteBody: mayWriteBody,
+            completion: completion,
             source: producer.source
         )
         let handle = ExchangeHandle(
             id: id,
-            head: ports.head!.futureResult,
-            mayWriteBody: ports.mayWriteBody!.futureResult,
-            completion: ports.completion!.futureResult,
+            head: headPromise.futureResult,
+            mayWriteBody: mayWriteBody.futureResult,
+            completion: completion.futureResult,
             body: producer.sequence
         )
         if let deadline {
-            ports.timers.append(eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { self.exchangeTimedOut(id: id) })
+            ports.timers.append(
+                eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { self.exchangeTimedOut(id: id) }
+            )
         }
         if expectsContinue {
             ports.timers.append(
@@ -281,7 +288,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
     /// more (back-pressure), so a fast producer never fills memory.
     func writeBody(id: UInt64, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         guard let context = self.context, self.ports?.id == id, self.failure == nil else {
-            return self.eventLoopFailure(self.failure ?? HTTPLinkError(.linkClosed, "the link closed while the request body was being sent"))
+            return self.eventLoopFailure(
+                self.failure ?? HTTPLinkError(.linkClosed, "the link closed while the request body was being sent")
+            )
         }
         self.configuration.tracer?.emit(.requestBody(buffer))
         // A failed write surfaces through errorCaught/channelInactive, which fail the exchange.
@@ -363,7 +372,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         self.configuration.tracer?.emit(.responseHead(Self.render(head)))
         let status = Int(head.status.code)
         if status == 101 {
-            self.fail(HTTPLinkError(.malformedResponse, "the device switched protocols (101) though no upgrade was asked for"))
+            self.fail(
+                HTTPLinkError(.malformedResponse, "the device switched protocols (101) though no upgrade was asked for")
+            )
             return
         }
         let selfDelimited = Self.isSelfDelimited(head, isHeadRequest: self.isHeadRequest)
@@ -374,7 +385,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             self.guardHandler.mode = .startLine(seen: 0)
             self.releaseRequestBody()
         case .protocolViolation:
-            self.fail(HTTPLinkError(.strayBytes, "the device sent a response while none was due; the link was out of step"))
+            self.fail(
+                HTTPLinkError(.strayBytes, "the device sent a response while none was due; the link was out of step")
+            )
         case .deliver(let bodyAbandoned), .drain(let bodyAbandoned):
             // The final head is in: what follows is its body, never a status line (a 1xx
             // decoded from the same read set the guard back to `.startLine`).
@@ -384,7 +397,13 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             do {
                 response = try HTTPResponse(head)
             } catch {
-                self.fail(HTTPLinkError(.malformedResponse, "the device sent an invalid status line (\(head.status.code))", underlying: error))
+                self.fail(
+                    HTTPLinkError(
+                        .malformedResponse,
+                        "the device sent an invalid status line (\(head.status.code))",
+                        underlying: error
+                    )
+                )
                 return
             }
             self.ports?.head?.succeed(response)
@@ -402,17 +421,25 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         case .discard:
             break
         case .drainLimitExceeded:
-            self.configuration.tracer?.emit(.note("abandoned response exceeds the drain limit (\(self.configuration.drainLimit) bytes); tearing the link down"))
+            self.configuration.tracer?.emit(
+                .note(
+                    "abandoned response exceeds the drain limit (\(self.configuration.drainLimit) bytes); tearing the link down"
+                )
+            )
             self.fail(HTTPLinkError(.cancelled, "the response was abandoned and was too large to drain"))
         case .protocolViolation:
-            self.fail(HTTPLinkError(.strayBytes, "the device sent body bytes while none were due; the link was out of step"))
+            self.fail(
+                HTTPLinkError(.strayBytes, "the device sent body bytes while none were due; the link was out of step")
+            )
         }
     }
 
     private func receivedEnd() {
         let action = self.machine.responseEnded()
         if action == .protocolViolation {
-            self.fail(HTTPLinkError(.strayBytes, "the device ended a response while none was due; the link was out of step"))
+            self.fail(
+                HTTPLinkError(.strayBytes, "the device ended a response while none was due; the link was out of step")
+            )
             return
         }
         if action.finishBody {
@@ -513,11 +540,18 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             let silentFor = NIODeadline.now() - self.lastInbound
             let waitingOnDevice = self.readPending && self.wantsBytes
             if waitingOnDevice && silentFor >= idle {
-                self.fail(HTTPLinkError(.idleTimeout, "the device sent nothing for \(self.configuration.idleTimeout) while a response was due"))
+                self.fail(
+                    HTTPLinkError(
+                        .idleTimeout,
+                        "the device sent nothing for \(self.configuration.idleTimeout) while a response was due"
+                    )
+                )
                 return
             }
             if !waitingOnDevice { self.lastInbound = .now() }
-            self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastInbound + idle) { check() }
+            self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastInbound + idle) {
+                check()
+            }
         }
         self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastInbound + idle) { check() }
     }
@@ -567,17 +601,41 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         if let parserError = error as? HTTPParserError {
             switch parserError {
             case .headerOverflow:
-                return HTTPLinkError(.responseTooLarge, "the device's response head exceeds the header size or count limit", underlying: error)
+                return HTTPLinkError(
+                    .responseTooLarge,
+                    "the device's response head exceeds the header size or count limit",
+                    underlying: error
+                )
             case .invalidEOFState:
-                return HTTPLinkError(.linkClosed, "the device closed the link before the response was complete (truncated body)", underlying: error)
+                return HTTPLinkError(
+                    .linkClosed,
+                    "the device closed the link before the response was complete (truncated body)",
+                    underlying: error
+                )
             case .invalidChunkSize:
-                return HTTPLinkError(.malformedResponse, "the device sent an invalid chunk size in a chunked body", underlying: error)
+                return HTTPLinkError(
+                    .malformedResponse,
+                    "the device sent an invalid chunk size in a chunked body",
+                    underlying: error
+                )
             case .unexpectedContentLength:
-                return HTTPLinkError(.malformedResponse, "the device sent both Content-Length and Transfer-Encoding (ambiguous framing)", underlying: error)
+                return HTTPLinkError(
+                    .malformedResponse,
+                    "the device sent both Content-Length and Transfer-Encoding (ambiguous framing)",
+                    underlying: error
+                )
             case .invalidConstant, .invalidVersion, .invalidStatus:
-                return HTTPLinkError(.malformedResponse, "the device sent something that is not an HTTP/1.1 status line", underlying: error)
+                return HTTPLinkError(
+                    .malformedResponse,
+                    "the device sent something that is not an HTTP/1.1 status line",
+                    underlying: error
+                )
             default:
-                return HTTPLinkError(.malformedResponse, "the device sent a malformed HTTP response (\(parserError))", underlying: error)
+                return HTTPLinkError(
+                    .malformedResponse,
+                    "the device sent a malformed HTTP response (\(parserError))",
+                    underlying: error
+                )
             }
         }
         if error is ByteToMessageDecoderError {

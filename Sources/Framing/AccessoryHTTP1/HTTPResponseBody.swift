@@ -1,3 +1,4 @@
+import HTTPTypes
 import NIOCore
 
 /// The body of a response as it arrives from the device: an async sequence of byte buffers,
@@ -47,5 +48,3 @@ public struct HTTPLinkResponse: Sendable {
     public let head: HTTPResponse
     public let body: HTTPResponseBody
 }
-
-import HTTPTypes

@@ -257,8 +257,11 @@ struct LinkStateMachine {
     /// is no longer trustworthy. Returns whether an exchange was in progress (to be failed).
     mutating func linkFailed() -> Bool {
         let hadExchange: Bool
-        if case .exchange(let exchange) = self.state { hadExchange = exchange.response != .done || exchange.request != .done }
-        else { hadExchange = false }
+        if case .exchange(let exchange) = self.state {
+            hadExchange = exchange.response != .done || exchange.request != .done
+        } else {
+            hadExchange = false
+        }
         self.state = .broken
         return hadExchange
     }

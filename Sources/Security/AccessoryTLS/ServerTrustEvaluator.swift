@@ -29,9 +29,16 @@ final class ServerTrustEvaluator {
             return true
         }
         let chainVerified = X509_verify_cert(store) == 1
-        let chainError = chainVerified ? nil : String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(store))))
+        let chainError =
+            chainVerified ? nil : String(cString: X509_verify_cert_error_string(Int(X509_STORE_CTX_get_error(store))))
         OpenSSLErrorQueue.clear()
-        var rejection = self.builtInDecision(leaf: leaf, chain: certificates, chainVerified: chainVerified, chainError: chainError, store: store)
+        var rejection = self.builtInDecision(
+            leaf: leaf,
+            chain: certificates,
+            chainVerified: chainVerified,
+            chainError: chainError,
+            store: store
+        )
         if let evaluator = trust.evaluator {
             let facts = TLSServerTrust(
                 certificates: certificates,
@@ -43,7 +50,10 @@ final class ServerTrustEvaluator {
             switch evaluator.evaluate(facts) {
             case .trust: rejection = nil
             case .reject(let reason):
-                rejection = TLSError(.untrustedCertificate, "the app's trust callback refused the accessory's certificate (\(leaf.subject)): \(reason)")
+                rejection = TLSError(
+                    .untrustedCertificate,
+                    "the app's trust callback refused the accessory's certificate (\(leaf.subject)): \(reason)"
+                )
             case .useDefault: break
             }
         }
@@ -65,10 +75,14 @@ final class ServerTrustEvaluator {
     ) -> TLSError? {
         let trust = self.configuration.trust
         let name = self.configuration.serverName
-        let described = "\(leaf.subject)\(leaf.subjectAlternativeNames.isEmpty ? "" : " (\(leaf.subjectAlternativeNames))")"
+        let described =
+            "\(leaf.subject)\(leaf.subjectAlternativeNames.isEmpty ? "" : " (\(leaf.subjectAlternativeNames))")"
         // 1. The expected identity, whenever one is configured.
         if let name, let leafX509 = X509_STORE_CTX_get0_cert(store), !Self.certificate(leafX509, names: name) {
-            return TLSError(.nameMismatch, "the accessory's certificate is not for '\(name)': it names \(described); check --tls-name, or the accessory's certificate")
+            return TLSError(
+                .nameMismatch,
+                "the accessory's certificate is not for '\(name)': it names \(described); check --tls-name, or the accessory's certificate"
+            )
         }
         // 2. Pins.
         if !trust.pins.isEmpty {
@@ -107,7 +121,8 @@ final class ServerTrustEvaluator {
             }
             return nil
         }
-        let pairingHint = trust.pairing.map { "pair it with 'accessory-http trust' (identity '\($0.identity)'), " } ?? ""
+        let pairingHint =
+            trust.pairing.map { "pair it with 'accessory-http trust' (identity '\($0.identity)'), " } ?? ""
         return TLSError(
             .untrustedCertificate,
             "the accessory's certificate is not trusted: \(chainError ?? "verification failed") — \(described), key \(leaf.spkiPin). To trust it, \(pairingHint)pin it (--pin \(leaf.spkiPin)) or add its CA (--cacert FILE)"
@@ -136,7 +151,8 @@ final class ServerTrustEvaluator {
         result.append(parsed)
         if let untrusted = X509_STORE_CTX_get0_untrusted(store) {
             for index in 0..<accessory_sk_X509_num(untrusted) {
-                guard let cert = accessory_sk_X509_value(untrusted, index), let parsed = TLSCertificate(x509: cert) else { continue }
+                guard let cert = accessory_sk_X509_value(untrusted, index), let parsed = TLSCertificate(x509: cert)
+                else { continue }
                 if parsed != result[0] { result.append(parsed) }
             }
         }

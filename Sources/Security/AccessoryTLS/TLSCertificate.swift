@@ -28,7 +28,9 @@ public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
     /// Reads the certificate facts from an OpenSSL `X509*` (borrowed, not freed).
     init?(x509 cert: OpaquePointer) {
         guard let der = Self.encode(cert, i2d_X509) else { return nil }
-        guard let spki = X509_get_X509_PUBKEY(cert), let spkiDER = Self.encode(spki, i2d_X509_PUBKEY) else { return nil }
+        guard let spki = X509_get_X509_PUBKEY(cert), let spkiDER = Self.encode(spki, i2d_X509_PUBKEY) else {
+            return nil
+        }
         self.der = der
         self.spkiSHA256 = Self.sha256(spkiDER)
         self.certificateSHA256 = Self.sha256(der)
@@ -36,7 +38,10 @@ public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
         self.issuer = Self.oneLine(X509_get_issuer_name(cert))
         var buffer = [CChar](repeating: 0, count: 1024)
         _ = buffer.withUnsafeMutableBufferPointer { accessory_X509_san_text(cert, $0.baseAddress, $0.count) }
-        self.subjectAlternativeNames = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        self.subjectAlternativeNames = String(
+            decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) },
+            as: UTF8.self
+        )
     }
 
     /// Parses one DER certificate.
@@ -46,7 +51,10 @@ public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
             return d2i_X509(nil, &pointer, buffer.count)
         }
         guard let parsed else {
-            throw TLSError(.invalidConfiguration, "not a DER certificate: \(OpenSSLErrorQueue.drainText(or: "unreadable"))")
+            throw TLSError(
+                .invalidConfiguration,
+                "not a DER certificate: \(OpenSSLErrorQueue.drainText(or: "unreadable"))"
+            )
         }
         defer { X509_free(parsed) }
         guard let value = TLSCertificate(x509: parsed) else {
@@ -59,7 +67,10 @@ public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
     public static func load(pemFile path: String) throws(TLSError) -> [TLSCertificate] {
         OpenSSLErrorQueue.clear()
         guard let bio = BIO_new_file(path, "r") else {
-            throw TLSError(.invalidConfiguration, "cannot read the certificate file \(path): \(OpenSSLErrorQueue.drainText(or: "open failed"))")
+            throw TLSError(
+                .invalidConfiguration,
+                "cannot read the certificate file \(path): \(OpenSSLErrorQueue.drainText(or: "open failed"))"
+            )
         }
         defer { BIO_free(bio) }
         var certificates: [TLSCertificate] = []
@@ -69,12 +80,18 @@ public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
         }
         OpenSSLErrorQueue.clear()  // the read that ends the loop queues "no start line"
         if certificates.isEmpty {
-            throw TLSError(.invalidConfiguration, "\(path) holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)")
+            throw TLSError(
+                .invalidConfiguration,
+                "\(path) holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
+            )
         }
         return certificates
     }
 
-    private static func encode(_ object: OpaquePointer, _ encoder: (OpaquePointer?, UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?) -> Int32) -> [UInt8]? {
+    private static func encode(
+        _ object: OpaquePointer,
+        _ encoder: (OpaquePointer?, UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>?) -> Int32
+    ) -> [UInt8]? {
         let length = encoder(object, nil)
         guard length > 0 else { return nil }
         var bytes = [UInt8](repeating: 0, count: Int(length))

@@ -165,7 +165,13 @@ public struct TLSConfiguration: Sendable {
         identity: TLSIdentity? = nil,
         minimumVersion: TLSVersion = .v1_2
     ) -> TLSConfiguration {
-        TLSConfiguration(role: .client, minimumVersion: minimumVersion, identity: identity, serverName: serverName, trust: trust)
+        TLSConfiguration(
+            role: .client,
+            minimumVersion: minimumVersion,
+            identity: identity,
+            serverName: serverName,
+            trust: trust
+        )
     }
 
     /// A server configuration: the certificate and key to serve with.
@@ -174,7 +180,12 @@ public struct TLSConfiguration: Sendable {
         clientAuthentication: TLSClientAuthentication = .none,
         minimumVersion: TLSVersion = .v1_2
     ) -> TLSConfiguration {
-        TLSConfiguration(role: .server, minimumVersion: minimumVersion, identity: identity, clientAuthentication: clientAuthentication)
+        TLSConfiguration(
+            role: .server,
+            minimumVersion: minimumVersion,
+            identity: identity,
+            clientAuthentication: clientAuthentication
+        )
     }
 
     public init(

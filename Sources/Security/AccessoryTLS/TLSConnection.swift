@@ -23,7 +23,10 @@ final class TLSConnection {
     init(context: TLSContext) throws(TLSError) {
         OpenSSLErrorQueue.clear()
         guard let ssl = SSL_new(context.ctx) else {
-            throw TLSError(.invalidConfiguration, "OpenSSL could not create a connection: \(OpenSSLErrorQueue.drainText(or: "out of memory"))")
+            throw TLSError(
+                .invalidConfiguration,
+                "OpenSSL could not create a connection: \(OpenSSLErrorQueue.drainText(or: "out of memory"))"
+            )
         }
         guard let input = BIO_new(BIO_s_mem()), let output = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
@@ -49,7 +52,10 @@ final class TLSConnection {
                     // No SNI for addresses (RFC 6066); the address is checked by the evaluator.
                 } else if accessory_SSL_set_tlsext_host_name(ssl, name) != 1 {
                     SSL_free(ssl)
-                    throw TLSError(.invalidConfiguration, "'\(name)' cannot be sent as a TLS server name: \(OpenSSLErrorQueue.drainText(or: "invalid"))")
+                    throw TLSError(
+                        .invalidConfiguration,
+                        "'\(name)' cannot be sent as a TLS server name: \(OpenSSLErrorQueue.drainText(or: "invalid"))"
+                    )
                 }
             }
         case .server:
@@ -127,7 +133,14 @@ final class TLSConnection {
                 let result = SSL_write_ex(self.ssl, base + offset, bytes.count - offset, &written)
                 if result != 1 {
                     step = self.step(for: result, during: "writing")
-                    if case .incomplete = step { step = .failed(TLSError(.protocolError, "OpenSSL could not encrypt the data (it asked to wait while writing to memory)")) }
+                    if case .incomplete = step {
+                        step = .failed(
+                            TLSError(
+                                .protocolError,
+                                "OpenSSL could not encrypt the data (it asked to wait while writing to memory)"
+                            )
+                        )
+                    }
                     return
                 }
                 offset += written
@@ -153,11 +166,15 @@ final class TLSConnection {
 
     func sessionInfo() -> TLSSessionInfo {
         let version = SSL_get_version(self.ssl).map { String(cString: $0) } ?? "unknown"
-        let cipher = SSL_get_current_cipher(self.ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) } ?? "unknown"
+        let cipher =
+            SSL_get_current_cipher(self.ssl).flatMap { SSL_CIPHER_get_name($0) }.map { String(cString: $0) }
+            ?? "unknown"
         var certificates: [TLSCertificate] = []
         if let chain = SSL_get_peer_cert_chain(self.ssl) {
             for index in 0..<accessory_sk_X509_num(chain) {
-                if let cert = accessory_sk_X509_value(chain, index), let parsed = TLSCertificate(x509: cert) { certificates.append(parsed) }
+                if let cert = accessory_sk_X509_value(chain, index), let parsed = TLSCertificate(x509: cert) {
+                    certificates.append(parsed)
+                }
             }
         }
         if self.role == .server, let peer = SSL_get1_peer_certificate(self.ssl) {
@@ -165,7 +182,12 @@ final class TLSConnection {
             defer { X509_free(peer) }
             if let parsed = TLSCertificate(x509: peer) { certificates.insert(parsed, at: 0) }
         }
-        return TLSSessionInfo(protocolVersion: version, cipher: cipher, peerCertificates: certificates, firstUsePairing: self.evaluator?.pinToRemember)
+        return TLSSessionInfo(
+            protocolVersion: version,
+            cipher: cipher,
+            peerCertificates: certificates,
+            firstUsePairing: self.evaluator?.pinToRemember
+        )
     }
 
     private func step(for result: Int32, during action: String) -> Step {
@@ -191,25 +213,43 @@ final class TLSConnection {
         while true {
             let code = ERR_get_error()
             if code == 0 { break }
-            if accessory_ERR_GET_LIB(code) == ERR_LIB_SSL && accessory_ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING {
+            if accessory_ERR_GET_LIB(code) == ERR_LIB_SSL
+                && accessory_ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING
+            {
                 unexpectedEOF = true
             }
             reasons.append(OpenSSLErrorQueue.describe(code))
         }
-        let detail = reasons.isEmpty ? (error == SSL_ERROR_SYSCALL ? "the link ended" : "OpenSSL error \(error)") : reasons.joined(separator: "; ")
+        let detail =
+            reasons.isEmpty
+            ? (error == SSL_ERROR_SYSCALL ? "the link ended" : "OpenSSL error \(error)")
+            : reasons.joined(separator: "; ")
         let lowered = detail.lowercased()
         let peer = self.role == .client ? "accessory" : "client"
         if unexpectedEOF {
             let code: TLSError.Code = action == "the handshake" ? .closedDuringHandshake : .truncated
-            return TLSError(code, "the \(peer) closed the link without a TLS close_notify during \(action) (\(detail)); data may have been cut off")
+            return TLSError(
+                code,
+                "the \(peer) closed the link without a TLS close_notify during \(action) (\(detail)); data may have been cut off"
+            )
         }
-        if lowered.contains("unsupported protocol") || lowered.contains("protocol version") || lowered.contains("no protocols available") {
-            return TLSError(.handshakeFailed, "the \(peer) and this side share no TLS version (this side requires at least the configured minimum, TLS 1.2 by default): \(detail)")
+        if lowered.contains("unsupported protocol") || lowered.contains("protocol version")
+            || lowered.contains("no protocols available")
+        {
+            return TLSError(
+                .handshakeFailed,
+                "the \(peer) and this side share no TLS version (this side requires at least the configured minimum, TLS 1.2 by default): \(detail)"
+            )
         }
         if lowered.contains("certificate required") || lowered.contains("peer did not return a certificate") {
-            return TLSError(.handshakeFailed, "the \(peer) requires a client certificate and none was presented; give one with --cert/--key (or a PKCS#12 file): \(detail)")
+            return TLSError(
+                .handshakeFailed,
+                "the \(peer) requires a client certificate and none was presented; give one with --cert/--key (or a PKCS#12 file): \(detail)"
+            )
         }
-        if lowered.contains("alert unknown ca") || lowered.contains("alert bad certificate") || lowered.contains("alert certificate unknown") {
+        if lowered.contains("alert unknown ca") || lowered.contains("alert bad certificate")
+            || lowered.contains("alert certificate unknown")
+        {
             return TLSError(.handshakeFailed, "the \(peer) rejected this side's certificate: \(detail)")
         }
         if action == "the handshake" {

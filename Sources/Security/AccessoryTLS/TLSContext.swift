@@ -17,7 +17,10 @@ final class TLSContext: @unchecked Sendable {
         OpenSSLErrorQueue.clear()
         let method = configuration.role == .client ? TLS_client_method() : TLS_server_method()
         guard let ctx = SSL_CTX_new(method) else {
-            throw TLSError(.invalidConfiguration, "OpenSSL could not create a TLS context: \(OpenSSLErrorQueue.drainText(or: "out of memory"))")
+            throw TLSError(
+                .invalidConfiguration,
+                "OpenSSL could not create a TLS context: \(OpenSSLErrorQueue.drainText(or: "out of memory"))"
+            )
         }
         self.ctx = ctx
         self.configuration = configuration
@@ -32,13 +35,23 @@ final class TLSContext: @unchecked Sendable {
 
     deinit { SSL_CTX_free(self.ctx) }
 
-    private static func configure(_ ctx: OpaquePointer, _ configuration: TLSConfiguration) throws(TLSError) -> TrustStore.Entry? {
-        if let maximum = configuration.maximumVersion, maximum.openSSLValue < configuration.minimumVersion.openSSLValue {
-            throw TLSError(.invalidConfiguration, "the maximum TLS version (\(maximum)) is below the minimum (\(configuration.minimumVersion))")
+    private static func configure(_ ctx: OpaquePointer, _ configuration: TLSConfiguration) throws(TLSError)
+        -> TrustStore.Entry?
+    {
+        if let maximum = configuration.maximumVersion, maximum.openSSLValue < configuration.minimumVersion.openSSLValue
+        {
+            throw TLSError(
+                .invalidConfiguration,
+                "the maximum TLS version (\(maximum)) is below the minimum (\(configuration.minimumVersion))"
+            )
         }
         guard accessory_SSL_CTX_set_min_proto_version(ctx, configuration.minimumVersion.openSSLValue) == 1,
-              accessory_SSL_CTX_set_max_proto_version(ctx, configuration.maximumVersion?.openSSLValue ?? 0) == 1 else {
-            throw TLSError(.invalidConfiguration, "OpenSSL refused the TLS version range: \(OpenSSLErrorQueue.drainText(or: "unsupported"))")
+            accessory_SSL_CTX_set_max_proto_version(ctx, configuration.maximumVersion?.openSSLValue ?? 0) == 1
+        else {
+            throw TLSError(
+                .invalidConfiguration,
+                "OpenSSL refused the TLS version range: \(OpenSSLErrorQueue.drainText(or: "unsupported"))"
+            )
         }
         if configuration.minimumVersion.openSSLValue < TLSVersion.v1_2.openSSLValue {
             // OpenSSL 3's default security level 1+ disables TLS < 1.2 (SHA-1 signatures). A
@@ -67,11 +80,16 @@ final class TLSContext: @unchecked Sendable {
         }
     }
 
-    private static func configureClientTrust(_ ctx: OpaquePointer, _ configuration: TLSConfiguration) throws(TLSError) -> TrustStore.Entry? {
+    private static func configureClientTrust(_ ctx: OpaquePointer, _ configuration: TLSConfiguration) throws(TLSError)
+        -> TrustStore.Entry?
+    {
         let trust = configuration.trust
         if trust.useSystemRoots {
             if SSL_CTX_set_default_verify_paths(ctx) != 1 {
-                throw TLSError(.invalidConfiguration, "cannot load the system root certificates: \(OpenSSLErrorQueue.drainText(or: "unknown"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot load the system root certificates: \(OpenSSLErrorQueue.drainText(or: "unknown"))"
+                )
             }
         }
         var anchors = trust.anchorFiles
@@ -79,7 +97,10 @@ final class TLSContext: @unchecked Sendable {
         for file in anchors {
             OpenSSLErrorQueue.clear()
             if SSL_CTX_load_verify_locations(ctx, file, nil) != 1 {
-                throw TLSError(.invalidConfiguration, "cannot load trusted certificates from \(file): \(OpenSSLErrorQueue.drainText(or: "unreadable"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot load trusted certificates from \(file): \(OpenSSLErrorQueue.drainText(or: "unreadable"))"
+                )
             }
         }
         var paired: TrustStore.Entry?
@@ -94,7 +115,9 @@ final class TLSContext: @unchecked Sendable {
         return paired
     }
 
-    private static func configureClientAuthentication(_ ctx: OpaquePointer, _ authentication: TLSClientAuthentication) throws(TLSError) {
+    private static func configureClientAuthentication(_ ctx: OpaquePointer, _ authentication: TLSClientAuthentication)
+        throws(TLSError)
+    {
         let files: [String]
         let mode: Int32
         switch authentication {
@@ -107,15 +130,24 @@ final class TLSContext: @unchecked Sendable {
             (files, mode) = (trusted, SSL_VERIFY_PEER)
         }
         guard !files.isEmpty else {
-            throw TLSError(.invalidConfiguration, "client certificates are requested but no CA file to verify them was given")
+            throw TLSError(
+                .invalidConfiguration,
+                "client certificates are requested but no CA file to verify them was given"
+            )
         }
-        guard let names = accessory_sk_X509_NAME_new_null() else { throw TLSError(.invalidConfiguration, "out of memory") }
+        guard let names = accessory_sk_X509_NAME_new_null() else {
+            throw TLSError(.invalidConfiguration, "out of memory")
+        }
         for file in files {
             OpenSSLErrorQueue.clear()
             guard SSL_CTX_load_verify_locations(ctx, file, nil) == 1,
-                  SSL_add_file_cert_subjects_to_stack(names, file) == 1 else {
+                SSL_add_file_cert_subjects_to_stack(names, file) == 1
+            else {
                 accessory_sk_X509_NAME_pop_free(names)
-                throw TLSError(.invalidConfiguration, "cannot load client CA certificates from \(file): \(OpenSSLErrorQueue.drainText(or: "unreadable"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot load client CA certificates from \(file): \(OpenSSLErrorQueue.drainText(or: "unreadable"))"
+                )
             }
         }
         SSL_CTX_set_client_CA_list(ctx, names)  // takes ownership
@@ -127,7 +159,10 @@ final class TLSContext: @unchecked Sendable {
         switch identity {
         case .pem(let certificateFile, let keyFile, let password):
             guard SSL_CTX_use_certificate_chain_file(ctx, certificateFile) == 1 else {
-                throw TLSError(.invalidConfiguration, "cannot load the certificate \(certificateFile): \(OpenSSLErrorQueue.drainText(or: "unreadable"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot load the certificate \(certificateFile): \(OpenSSLErrorQueue.drainText(or: "unreadable"))"
+                )
             }
             let loaded: Int32
             if let password {
@@ -142,22 +177,34 @@ final class TLSContext: @unchecked Sendable {
                 loaded = SSL_CTX_use_PrivateKey_file(ctx, keyFile, SSL_FILETYPE_PEM)
             }
             guard loaded == 1 else {
-                throw TLSError(.invalidConfiguration, "cannot load the private key \(keyFile)\(password == nil ? " (if it is encrypted, give its password)" : ""): \(OpenSSLErrorQueue.drainText(or: "unreadable"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot load the private key \(keyFile)\(password == nil ? " (if it is encrypted, give its password)" : ""): \(OpenSSLErrorQueue.drainText(or: "unreadable"))"
+                )
             }
         case .pkcs12(let file, let password):
             guard let bio = BIO_new_file(file, "rb") else {
-                throw TLSError(.invalidConfiguration, "cannot read the PKCS#12 file \(file): \(OpenSSLErrorQueue.drainText(or: "open failed"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot read the PKCS#12 file \(file): \(OpenSSLErrorQueue.drainText(or: "open failed"))"
+                )
             }
             defer { BIO_free(bio) }
             guard let p12 = d2i_PKCS12_bio(bio, nil) else {
-                throw TLSError(.invalidConfiguration, "\(file) is not a PKCS#12 file: \(OpenSSLErrorQueue.drainText(or: "unreadable"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "\(file) is not a PKCS#12 file: \(OpenSSLErrorQueue.drainText(or: "unreadable"))"
+                )
             }
             defer { PKCS12_free(p12) }
             var key: OpaquePointer?
             var certificate: OpaquePointer?
             var chain: OpaquePointer?
             guard PKCS12_parse(p12, password, &key, &certificate, &chain) == 1 else {
-                throw TLSError(.invalidConfiguration, "cannot open the PKCS#12 file \(file) (wrong password?): \(OpenSSLErrorQueue.drainText(or: "parse failed"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot open the PKCS#12 file \(file) (wrong password?): \(OpenSSLErrorQueue.drainText(or: "parse failed"))"
+                )
             }
             defer {
                 EVP_PKEY_free(key)
@@ -165,31 +212,48 @@ final class TLSContext: @unchecked Sendable {
                 if let chain { accessory_sk_X509_pop_free(chain) }
             }
             guard let key, let certificate else {
-                throw TLSError(.invalidConfiguration, "the PKCS#12 file \(file) holds no certificate with a private key")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "the PKCS#12 file \(file) holds no certificate with a private key"
+                )
             }
             guard SSL_CTX_use_certificate(ctx, certificate) == 1, SSL_CTX_use_PrivateKey(ctx, key) == 1 else {
-                throw TLSError(.invalidConfiguration, "cannot use the identity in \(file): \(OpenSSLErrorQueue.drainText(or: "rejected"))")
+                throw TLSError(
+                    .invalidConfiguration,
+                    "cannot use the identity in \(file): \(OpenSSLErrorQueue.drainText(or: "rejected"))"
+                )
             }
             if let chain {
                 for index in 0..<accessory_sk_X509_num(chain) {
-                    if let extra = accessory_sk_X509_value(chain, index), accessory_SSL_CTX_add1_chain_cert(ctx, extra) != 1 {
-                        throw TLSError(.invalidConfiguration, "cannot use the intermediate certificates in \(file): \(OpenSSLErrorQueue.drainText(or: "rejected"))")
+                    if let extra = accessory_sk_X509_value(chain, index),
+                        accessory_SSL_CTX_add1_chain_cert(ctx, extra) != 1
+                    {
+                        throw TLSError(
+                            .invalidConfiguration,
+                            "cannot use the intermediate certificates in \(file): \(OpenSSLErrorQueue.drainText(or: "rejected"))"
+                        )
                     }
                 }
             }
         }
         guard SSL_CTX_check_private_key(ctx) == 1 else {
-            throw TLSError(.invalidConfiguration, "the private key does not match the certificate: \(OpenSSLErrorQueue.drainText(or: "mismatch"))")
+            throw TLSError(
+                .invalidConfiguration,
+                "the private key does not match the certificate: \(OpenSSLErrorQueue.drainText(or: "mismatch"))"
+            )
         }
     }
 }
 
 /// OpenSSL's certificate verification hook for clients: finds the connection's evaluator
 /// through the `SSL` object's app data (ex_data index 0) and lets it decide.
-private let certificateVerifyCallback: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = { store, _ in
+private let certificateVerifyCallback: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = {
+    store,
+    _ in
     guard let store,
-          let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
-          let raw = SSL_get_ex_data(OpaquePointer(ssl), 0) else {
+        let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()),
+        let raw = SSL_get_ex_data(OpaquePointer(ssl), 0)
+    else {
         return 0
     }
     let evaluator = Unmanaged<ServerTrustEvaluator>.fromOpaque(raw).takeUnretainedValue()

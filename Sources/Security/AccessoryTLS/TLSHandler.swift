@@ -47,7 +47,8 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The handshake's outcome.
     public var handshakeFuture: EventLoopFuture<TLSSessionInfo>? { self.handshakePromise?.futureResult }
 
-    init(connection: TLSConnection, configuration: TLSConfiguration, handshakePromise: EventLoopPromise<TLSSessionInfo>) {
+    init(connection: TLSConnection, configuration: TLSConfiguration, handshakePromise: EventLoopPromise<TLSSessionInfo>)
+    {
         self.connection = connection
         self.configuration = configuration
         self.handshakePromise = handshakePromise
@@ -57,7 +58,11 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// ``TLSTransport`` (a listening socket's child channels, for instance).
     public static func make(context: TLSServerContext, eventLoop: any EventLoop) throws(TLSError) -> TLSHandler {
         let connection = try TLSConnection(context: context.context)
-        return TLSHandler(connection: connection, configuration: context.context.configuration, handshakePromise: eventLoop.makePromise())
+        return TLSHandler(
+            connection: connection,
+            configuration: context.context.configuration,
+            handshakePromise: eventLoop.makePromise()
+        )
     }
 
     var trustEvaluator: ServerTrustEvaluator? { self.connection.evaluator }
@@ -70,7 +75,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     public func handlerRemoved(context: ChannelHandlerContext) {
         self.timer?.cancel()
-        self.failEverything(TLSError(.closedDuringHandshake, "the TLS handler was removed before the handshake finished"))
+        self.failEverything(
+            TLSError(.closedDuringHandshake, "the TLS handler was removed before the handshake finished")
+        )
     }
 
     public func channelActive(context: ChannelHandlerContext) {
@@ -89,7 +96,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if case .failed(let failure) = self.connection.handshake() {
                 error = failure
             } else {
-                error = TLSError(.closedDuringHandshake, "the \(self.peerName) closed the link during the TLS handshake")
+                error = TLSError(
+                    .closedDuringHandshake,
+                    "the \(self.peerName) closed the link during the TLS handshake"
+                )
             }
             self.failEverything(error)
         case .active:
@@ -119,7 +129,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 if case .failed(let failure) = self.connection.handshake() {
                     error = failure
                 } else {
-                    error = TLSError(.closedDuringHandshake, "the \(self.peerName) closed the link during the TLS handshake")
+                    error = TLSError(
+                        .closedDuringHandshake,
+                        "the \(self.peerName) closed the link during the TLS handshake"
+                    )
                 }
                 self.fail(context: context, error: error)
             case .active:
@@ -139,7 +152,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     public func errorCaught(context: ChannelHandlerContext, error: any Error) {
         switch self.state {
         case .idle, .handshaking:
-            self.fail(context: context, error: TLSError(.closedDuringHandshake, "the link failed during the TLS handshake: \(error)"))
+            self.fail(
+                context: context,
+                error: TLSError(.closedDuringHandshake, "the link failed during the TLS handshake: \(error)")
+            )
         default:
             context.fireErrorCaught(error)
         }
@@ -230,7 +246,8 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 self.finishClosing(context: context)
                 return
             }
-            self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.shutdownTimeout) { [self] in
+            self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.shutdownTimeout) {
+                [self] in
                 self.finishClosing(context: context)
             }
             context.read()
@@ -250,15 +267,25 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.connection.markEndOfInput()
         var scratch = ByteBufferAllocator().buffer(capacity: 0)
         if case .failed(let error) = self.connection.read(into: &scratch) { return error }
-        return TLSError(.truncated, "the \(self.peerName) closed the link without a TLS close_notify; data may have been cut off")
+        return TLSError(
+            .truncated,
+            "the \(self.peerName) closed the link without a TLS close_notify; data may have been cut off"
+        )
     }
 
     private func startHandshake(context: ChannelHandlerContext) {
         guard case .idle = self.state else { return }
         self.state = .handshaking
-        self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.handshakeTimeout) { [self] in
+        self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.handshakeTimeout) {
+            [self] in
             if case .handshaking = self.state {
-                self.fail(context: context, error: TLSError(.handshakeTimeout, "the TLS handshake with the \(self.peerName) did not finish within \(self.configuration.handshakeTimeout.nanoseconds / 1_000_000) ms; does the \(self.peerName) speak TLS on this link?"))
+                self.fail(
+                    context: context,
+                    error: TLSError(
+                        .handshakeTimeout,
+                        "the TLS handshake with the \(self.peerName) did not finish within \(self.configuration.handshakeTimeout.nanoseconds / 1_000_000) ms; does the \(self.peerName) speak TLS on this link?"
+                    )
+                )
             }
         }
         self.driveHandshake(context: context)
@@ -287,7 +314,10 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.sendOutput(context: context)
             context.read()
         case .closed:
-            self.fail(context: context, error: TLSError(.closedDuringHandshake, "the \(self.peerName) ended TLS during the handshake"))
+            self.fail(
+                context: context,
+                error: TLSError(.closedDuringHandshake, "the \(self.peerName) ended TLS during the handshake")
+            )
         case .failed(let error):
             self.fail(context: context, error: error)
         }

@@ -32,10 +32,16 @@ public struct TLSPin: Sendable, Hashable, CustomStringConvertible, LosslessStrin
         } else if let rest = trimmed.dropPrefix("cert-sha256:") {
             (kind, value) = (.certificate, rest)
         } else {
-            throw TLSError(.invalidConfiguration, "the pin '\(text)' must start with sha256: (key) or cert-sha256: (certificate), then 32 bytes in base64 or hex")
+            throw TLSError(
+                .invalidConfiguration,
+                "the pin '\(text)' must start with sha256: (key) or cert-sha256: (certificate), then 32 bytes in base64 or hex"
+            )
         }
         guard let digest = Self.decodeHex(value) ?? Base64.decode(value), digest.count == 32 else {
-            throw TLSError(.invalidConfiguration, "the pin '\(text)' does not hold a SHA-256 digest (32 bytes in base64, or 64 hex digits)")
+            throw TLSError(
+                .invalidConfiguration,
+                "the pin '\(text)' does not hold a SHA-256 digest (32 bytes in base64, or 64 hex digits)"
+            )
         }
         self.init(kind: kind, digest: digest)
     }
@@ -89,7 +95,9 @@ enum Base64 {
         var index = 0
         while index < bytes.count {
             let chunk = Array(bytes[index..<min(index + 3, bytes.count)])
-            let value = (UInt32(chunk[0]) << 16) | (UInt32(chunk.count > 1 ? chunk[1] : 0) << 8) | UInt32(chunk.count > 2 ? chunk[2] : 0)
+            let value =
+                (UInt32(chunk[0]) << 16) | (UInt32(chunk.count > 1 ? chunk[1] : 0) << 8)
+                | UInt32(chunk.count > 2 ? chunk[2] : 0)
             output.append(Self.alphabet[Int((value >> 18) & 63)])
             output.append(Self.alphabet[Int((value >> 12) & 63)])
             output.append(chunk.count > 1 ? Self.alphabet[Int((value >> 6) & 63)] : UInt8(ascii: "="))
@@ -125,7 +133,8 @@ extension String {
     func trimmingWhitespace() -> String {
         let scalars = self.unicodeScalars
         guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
-              let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+            let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })
+        else { return "" }
         return String(scalars[first...last])
     }
 

@@ -51,7 +51,11 @@ public struct TLSTransport: ByteStreamTransport {
         let opened = try await self.inner.open(on: eventLoop) { channel in
             do {
                 let connection = try TLSConnection(context: context)
-                let handler = TLSHandler(connection: connection, configuration: context.configuration, handshakePromise: channel.eventLoop.makePromise())
+                let handler = TLSHandler(
+                    connection: connection,
+                    configuration: context.configuration,
+                    handshakePromise: channel.eventLoop.makePromise()
+                )
                 try channel.pipeline.syncOperations.addHandler(handler)
                 if let future = handler.handshakeFuture { slot.store(future) }
             } catch {
@@ -109,9 +113,16 @@ public struct TLSTransport: ByteStreamTransport {
         trust.insecureSkipVerification = true
         let transport = TLSTransport(
             wrapping: inner,
-            configuration: .client(serverName: serverName, trust: trust, identity: identity, minimumVersion: minimumVersion)
+            configuration: .client(
+                serverName: serverName,
+                trust: trust,
+                identity: identity,
+                minimumVersion: minimumVersion
+            )
         )
-        let (stream, session) = try await transport.openSession(on: eventLoop) { $0.eventLoop.makeSucceededVoidFuture() }
+        let (stream, session) = try await transport.openSession(on: eventLoop) {
+            $0.eventLoop.makeSucceededVoidFuture()
+        }
         try? await stream.channel.close()
         return session
     }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// The persistent trust store: anchors to trust and accessories paired by key, in a per-user
@@ -79,7 +79,10 @@ public struct TrustStore: Sendable, Hashable {
                 if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
                 let parts = trimmed.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
                 guard parts.count >= 2 else {
-                    throw TLSError(.trustStoreError, "\(file):\(number + 1): expected 'IDENTITY sha256:BASE64 [# comment]'")
+                    throw TLSError(
+                        .trustStoreError,
+                        "\(file):\(number + 1): expected 'IDENTITY sha256:BASE64 [# comment]'"
+                    )
                 }
                 let pin: TLSPin
                 do {
@@ -132,7 +135,11 @@ public struct TrustStore: Sendable, Hashable {
         var found = false
         var lines: [String] = []
         for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
-            if line.split(separator: " ", maxSplits: 1).first.map(String.init) == identity { found = true } else { lines.append(String(line)) }
+            if line.split(separator: " ", maxSplits: 1).first.map(String.init) == identity {
+                found = true
+            } else {
+                lines.append(String(line))
+            }
         }
         if found { try TextFile.writeAtomically(file, lines.joined(separator: "\n") + "\n") }
         return found
@@ -140,8 +147,12 @@ public struct TrustStore: Sendable, Hashable {
 
     static func validate(identity: String) throws(TLSError) {
         guard !identity.isEmpty, !identity.hasPrefix("#"),
-              !identity.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 }) else {
-            throw TLSError(.invalidConfiguration, "the accessory identity '\(identity)' must be non-empty, without spaces, and not start with #")
+            !identity.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 })
+        else {
+            throw TLSError(
+                .invalidConfiguration,
+                "the accessory identity '\(identity)' must be non-empty, without spaces, and not start with #"
+            )
         }
     }
 }
@@ -172,7 +183,9 @@ enum TextFile {
             }
             if count == 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
-            if bytes.count > 4 * 1024 * 1024 { throw TLSError(.trustStoreError, "\(path) is larger than 4 MiB; is it the right file?") }
+            if bytes.count > 4 * 1024 * 1024 {
+                throw TLSError(.trustStoreError, "\(path) is larger than 4 MiB; is it the right file?")
+            }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
@@ -190,11 +203,15 @@ enum TextFile {
     static func writeAtomically(_ path: String, _ text: String) throws(TLSError) {
         let temporary = path + ".tmp.\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw TLSError(.trustStoreError, "cannot write \(temporary): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw TLSError(.trustStoreError, "cannot write \(temporary): \(String(cString: strerror(errno)))")
+        }
         var bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress.map { $0 + offset }, $0.count - offset) }
+            let written = bytes.withUnsafeMutableBytes {
+                Glibc.write(fd, $0.baseAddress.map { $0 + offset }, $0.count - offset)
+            }
             if written < 0 {
                 if errno == EINTR { continue }
                 let reason = String(cString: strerror(errno))

@@ -12,14 +12,18 @@ import Synchronization
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "accessory-http-bench",
-        abstract: "Throughput, latency and memory of accessory-http, side by side with the raw limit and curl/h2load + nginx.",
+        abstract:
+            "Throughput, latency and memory of accessory-http, side by side with the raw limit and curl/h2load + nginx.",
         subcommands: [Run.self, RawSource.self, RawPong.self],
         defaultSubcommand: Run.self
     )
 }
 
 struct Run: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "run", abstract: "Run every measurement and print the table.")
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run every measurement and print the table."
+    )
 
     @Option(help: "The accessory-http CLI (default: next to this executable).") var cli: String?
     @Option(help: "Repetitions of each measurement (min/median/max are over these).") var reps = 5
@@ -34,14 +38,27 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         alarm(self.timeLimit)
-        let cli = self.cli ?? (Sys.executablePath().split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/") + "/accessory-http")
-        guard access(cli, X_OK) == 0 else { throw BenchError("no accessory-http CLI at \(cli); build it or pass --cli") }
+        let cli =
+            self.cli
+            ?? (Sys.executablePath().split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(
+                separator: "/"
+            ) + "/accessory-http")
+        guard access(cli, X_OK) == 0 else {
+            throw BenchError("no accessory-http CLI at \(cli); build it or pass --cli")
+        }
         mkdir(self.workDir, 0o755)
         let bench = Benchmarks(
-            cli: cli, reps: max(1, self.reps), bulkBytes: self.bulkMiB << 20, statusCount: self.statusCount,
-            memoryBytes: self.memoryMiB << 20, ptyBytes: self.ptyMiB << 20, workDir: self.workDir
+            cli: cli,
+            reps: max(1, self.reps),
+            bulkBytes: self.bulkMiB << 20,
+            statusCount: self.statusCount,
+            memoryBytes: self.memoryMiB << 20,
+            ptyBytes: self.ptyMiB << 20,
+            workDir: self.workDir
         )
-        let groups = Set((self.only ?? "bulk,status,cli,urlsession,peers,memory,pty").split(separator: ",").map(String.init))
+        let groups = Set(
+            (self.only ?? "bulk,status,cli,urlsession,peers,memory,pty").split(separator: ",").map(String.init)
+        )
         var table = Table()
         let log = { (text: String) in StandardError.write("bench: \(text)\n") }
 
@@ -91,7 +108,9 @@ enum StandardError {
 final class ChildList: Sendable {
     let pids = Mutex<[pid_t]>([])
     func reapAll() {
-        for pid in self.pids.withLock({ pids in defer { pids = [] }; return pids }) { Sys.wait(pid) }
+        for pid in self.pids.withLock({ pids in
+            defer { pids = [] }; return pids
+        }) { Sys.wait(pid) }
     }
 }
 
@@ -134,7 +153,9 @@ struct Benchmarks: Sendable {
     func captureStatusExchange() async throws -> StatusExchange {
         // 1. What the client writes: a peer in this process reads it and answers 204.
         let peerEnd = Mutex<CInt?>(nil)
-        let client = AccessoryClient(transport: SocketPairTransport(name: "capture") { fd in peerEnd.withLock { $0 = fd } })
+        let client = AccessoryClient(
+            transport: SocketPairTransport(name: "capture") { fd in peerEnd.withLock { $0 = fd } }
+        )
         let request = try AccessoryRequest(url: "/status")
         let pending = Task { try await client.data(request) }
         var fd: CInt? = nil
@@ -156,14 +177,19 @@ struct Benchmarks: Sendable {
         close(theirs)
         try Sys.writeAll(mine, requestBytes)
         var response = try Sys.readUntil(mine, Array("\r\n\r\n".utf8))
-        let headEnd = response.firstRange(of: Array("\r\n\r\n".utf8))!.upperBound
+        guard let headEnd = response.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound else {
+            throw BenchError("the /status response has no end of head")
+        }
         let head = String(decoding: response[..<headEnd], as: UTF8.self).lowercased()
         guard let line = head.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
             let length = Int(line.dropFirst("content-length:".count).trimmingCharacters())
         else { throw BenchError("the /status response has no Content-Length: \(head)") }
         var chunk = [UInt8](repeating: 0, count: 4096)
         while response.count < headEnd + length {
-            let got = chunk.withUnsafeMutableBytes { read(mine, $0.baseAddress!, $0.count) }
+            let got = chunk.withUnsafeMutableBytes { buffer -> Int in
+                guard let base = buffer.baseAddress else { return -1 }
+                return read(mine, base, buffer.count)
+            }
             guard got > 0 else { throw BenchError("the responder closed in the middle of /status") }
             response += chunk[0..<got]
         }
@@ -176,7 +202,12 @@ struct Benchmarks: Sendable {
 
     func rawBulk(into table: inout Table) throws {
         let (mine, theirs) = try Sys.socketPair()
-        let pid = try Sys.spawn([self.selfPath, "raw-source", String(self.bulkBytes)], stdin: theirs, stdout: theirs, stderr: try self.childStderr())
+        let pid = try Sys.spawn(
+            [self.selfPath, "raw-source", String(self.bulkBytes)],
+            stdin: theirs,
+            stdout: theirs,
+            stderr: try self.childStderr()
+        )
         close(theirs)
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: RawLimits.blockSize, alignment: 4096)
         defer { scratch.deallocate() }
@@ -190,13 +221,21 @@ struct Benchmarks: Sendable {
         }
         close(mine)
         Sys.wait(pid)
-        table.add(Names.rawBulk, "MiB/s", Array(rates.dropFirst()), note: "read(2) 256 KiB from a child's write(2) 256 KiB")
+        table.add(
+            Names.rawBulk,
+            "MiB/s",
+            Array(rates.dropFirst()),
+            note: "read(2) 256 KiB from a child's write(2) 256 KiB"
+        )
     }
 
     func rawPingPong(_ exchange: StatusExchange, into table: inout Table) throws {
         let responsePath = "\(self.workDir)/status-response"
         try exchange.response.withUnsafeBytes { try Sys.writeFile(responsePath, $0) }
-        let (rates, p50, p99) = try self.pingPong(exchange, [self.selfPath, "raw-pong", String(exchange.request.count), responsePath])
+        let (rates, p50, p99) = try self.pingPong(
+            exchange,
+            [self.selfPath, "raw-pong", String(exchange.request.count), responsePath]
+        )
         let note = "\(exchange.request.count) B request, \(exchange.response.count) B response, blocking read/write"
         table.add(Names.rawStatus, "req/s", rates, note: note)
         table.add(Names.rawStatusP50, "µs", p50)
@@ -224,7 +263,8 @@ struct Benchmarks: Sendable {
             for _ in 0..<self.statusCount {
                 let begin = Sys.now()
                 try Sys.writeAll(mine, exchange.request)
-                guard try Sys.drain(mine, count: exchange.response.count, scratch: scratch) == exchange.response.count else {
+                guard try Sys.drain(mine, count: exchange.response.count, scratch: scratch) == exchange.response.count
+                else {
                     throw BenchError("\(command[0]) closed early")
                 }
                 latencies.append((Sys.now() - begin).seconds * 1e6)
@@ -244,7 +284,9 @@ struct Benchmarks: Sendable {
     /// A client whose transport is a socketpair with `accessory-http serve --device stdio`
     /// running on the other end in a child process.
     func nativeClient(_ children: ChildList) -> AccessoryClient {
-        AccessoryClient(transport: ChildOnSocketPair(command: self.serveCommand, children: children, log: try? self.childStderr()))
+        AccessoryClient(
+            transport: ChildOnSocketPair(command: self.serveCommand, children: children, log: try? self.childStderr())
+        )
     }
 
     static func download(_ client: AccessoryClient, _ path: String) async throws -> Int {
@@ -264,10 +306,17 @@ struct Benchmarks: Sendable {
             for _ in 0..<(self.reps + 1) {
                 let start = Sys.now()
                 let got = try await Self.download(client, "/bytes/\(self.bulkBytes)")
-                guard got == self.bulkBytes else { throw BenchError("native GET got \(got) of \(self.bulkBytes) bytes") }
+                guard got == self.bulkBytes else {
+                    throw BenchError("native GET got \(got) of \(self.bulkBytes) bytes")
+                }
                 rates.append(Self.mibPerSecond(got, Sys.now() - start))
             }
-            table.add(Names.nativeBulk, "MiB/s", Array(rates.dropFirst()), note: "AccessoryClient.execute, body iterated")
+            table.add(
+                Names.nativeBulk,
+                "MiB/s",
+                Array(rates.dropFirst()),
+                note: "AccessoryClient.execute, body iterated"
+            )
         }
         if status {
             let request = try AccessoryRequest(url: "/status")
@@ -308,12 +357,21 @@ struct Benchmarks: Sendable {
         let serve = try Sys.spawn(self.serveCommand, stdin: serveEnd, stdout: serveEnd, stderr: log)
         close(serveEnd)
         let start = Sys.now()
-        let cli = try Sys.spawn([self.cli, "--device", "stdio"] + arguments, stdin: cliEnd, stdout: cliEnd, stderr: log)
+        let cli = try Sys.spawn(
+            [self.cli, "--device", "stdio"] + arguments,
+            stdin: cliEnd,
+            stdout: cliEnd,
+            stderr: log
+        )
         close(cliEnd)
         let cliExit = Sys.wait(cli)
         let time = Sys.now() - start
         let serveExit = Sys.wait(serve)
-        guard cliExit.succeeded else { throw BenchError("accessory-http \(arguments.joined(separator: " ")) failed (\(cliExit.status)); see \(self.childLog)") }
+        guard cliExit.succeeded else {
+            throw BenchError(
+                "accessory-http \(arguments.joined(separator: " ")) failed (\(cliExit.status)); see \(self.childLog)"
+            )
+        }
         return (cliExit, serveExit, time)
     }
 
@@ -335,14 +393,21 @@ struct Benchmarks: Sendable {
         for _ in 0..<self.reps {
             let run = try self.runCLI(["download", "/bytes/\(self.memoryBytes)", "-o", file])
             var info = stat()
-            guard stat(file, &info) == 0, Int(info.st_size) == self.memoryBytes else { throw BenchError("the download is not \(self.memoryBytes) bytes") }
+            guard stat(file, &info) == 0, Int(info.st_size) == self.memoryBytes else {
+                throw BenchError("the download is not \(self.memoryBytes) bytes")
+            }
             unlink(file)
             peaks.append(Double(run.cli.maxRSS) / 1_048_576)
             growth.append(Double(run.cli.maxRSS - baseline) / 1_048_576)
             servePeaks.append(Double(run.serve.maxRSS) / 1_048_576)
         }
         let size = "\(self.memoryBytes >> 20) MiB"
-        table.add(Names.memoryGrowth, "MiB", growth, note: "CLI download of \(size) to a file; peak RSS minus that of GET /status (\(baseline >> 20) MiB)")
+        table.add(
+            Names.memoryGrowth,
+            "MiB",
+            growth,
+            note: "CLI download of \(size) to a file; peak RSS minus that of GET /status (\(baseline >> 20) MiB)"
+        )
         table.add(Names.memoryPeak, "MiB", peaks, note: "the CLI's peak RSS")
         table.add(Names.memoryServe, "MiB", servePeaks, note: "the responder's peak RSS")
     }

@@ -12,7 +12,9 @@ extension Benchmarks {
         }
         let root = "\(self.workDir)/nginx"
         let socket = "\(root)/nginx.sock"
-        for directory in [root, "\(root)/www", "\(root)/www/bytes", "\(root)/tmp", "\(root)/logs"] { mkdir(directory, 0o755) }
+        for directory in [root, "\(root)/www", "\(root)/www/bytes", "\(root)/tmp", "\(root)/logs"] {
+            mkdir(directory, 0o755)
+        }
         unlink(socket)
         try self.writePatternFile("\(root)/www/bytes/\(self.bulkBytes)", count: self.bulkBytes)
         try exchange.responseBody.withUnsafeBytes { try Sys.writeFile("\(root)/www/status", $0) }
@@ -46,21 +48,35 @@ extension Benchmarks {
         defer { close(null) }
         let log = try self.childStderr()
         defer { close(log) }
-        let server = try Sys.spawn([nginx, "-p", "\(root)/", "-c", "\(root)/nginx.conf"], stdin: null, stdout: log, stderr: log)
+        let server = try Sys.spawn(
+            [nginx, "-p", "\(root)/", "-c", "\(root)/nginx.conf"],
+            stdin: null,
+            stdout: log,
+            stderr: log
+        )
         defer { Sys.terminate(server) }
         var info = stat()
         for _ in 0..<500 where stat(socket, &info) != 0 { try await Task.sleep(for: .milliseconds(10)) }
-        guard stat(socket, &info) == 0 else { throw BenchError("nginx did not create \(socket); see \(root)/logs/error.log") }
+        guard stat(socket, &info) == 0 else {
+            throw BenchError("nginx did not create \(socket); see \(root)/logs/error.log")
+        }
 
         if let curl = Sys.which("curl") {
             var rates: [Double] = []
             for rep in 0..<(self.reps + 1) {  // the first warms the page cache
                 let start = Sys.now()
                 let pid = try Sys.spawn(
-                    [curl, "-s", "-f", "--unix-socket", socket, "-o", "/dev/null", "http://accessory/bytes/\(self.bulkBytes)"],
-                    stdin: null, stdout: log, stderr: log
+                    [
+                        curl, "-s", "-f", "--unix-socket", socket, "-o", "/dev/null",
+                        "http://accessory/bytes/\(self.bulkBytes)",
+                    ],
+                    stdin: null,
+                    stdout: log,
+                    stderr: log
                 )
-                guard Sys.wait(pid).succeeded else { throw BenchError("curl against nginx failed; see \(self.childLog)") }
+                guard Sys.wait(pid).succeeded else {
+                    throw BenchError("curl against nginx failed; see \(self.childLog)")
+                }
                 if rep > 0 { rates.append(Self.mibPerSecond(self.bulkBytes, Sys.now() - start)) }
             }
             table.add(Names.curlBulk, "MiB/s", rates, note: "curl -o /dev/null, process start included; nginx sendfile")
@@ -74,13 +90,20 @@ extension Benchmarks {
             for rep in 0..<(self.reps + 1) {
                 let out = try Sys.createFile(output)
                 let pid = try Sys.spawn(
-                    [h2load, "--h1", "-c", "1", "-t", "1", "-n", String(self.statusCount), "-B", "unix:\(socket)", "http://accessory/status"],
-                    stdin: null, stdout: out, stderr: log
+                    [
+                        h2load, "--h1", "-c", "1", "-t", "1", "-n", String(self.statusCount), "-B", "unix:\(socket)",
+                        "http://accessory/status",
+                    ],
+                    stdin: null,
+                    stdout: out,
+                    stderr: log
                 )
                 close(out)
                 guard Sys.wait(pid).succeeded else { throw BenchError("h2load failed; see \(output)") }
                 let text = Sys.readFile(output)
-                guard let parsed = Self.parseH2load(text) else { throw BenchError("cannot read h2load's output: \(text)") }
+                guard let parsed = Self.parseH2load(text) else {
+                    throw BenchError("cannot read h2load's output: \(text)")
+                }
                 if rep > 0 {
                     rates.append(parsed.rate)
                     means.append(parsed.meanMicroseconds)

@@ -74,7 +74,8 @@ enum Sys {
     static func writeAll(_ fd: CInt, _ bytes: UnsafeRawBufferPointer) throws {
         var offset = 0
         while offset < bytes.count {
-            let written = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            guard let base = bytes.baseAddress else { return }
+            let written = Glibc.write(fd, base + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
                 throw BenchError("write: \(String(cString: strerror(errno)))")
@@ -93,7 +94,8 @@ enum Sys {
     static func drain(_ fd: CInt, count: Int, scratch: UnsafeMutableRawBufferPointer) throws -> Int {
         var total = 0
         while total < count {
-            let got = read(fd, scratch.baseAddress!, min(scratch.count, count - total))
+            guard let base = scratch.baseAddress else { return total }
+            let got = read(fd, base, min(scratch.count, count - total))
             if got < 0 {
                 if errno == EINTR { continue }
                 throw BenchError("read: \(String(cString: strerror(errno)))")
@@ -104,14 +106,24 @@ enum Sys {
         return total
     }
 
+    /// One `read(2)` into `chunk`; -1 with errno set on failure.
+    static func readSome(_ fd: CInt, into chunk: inout [UInt8]) -> Int {
+        chunk.withUnsafeMutableBytes { buffer -> Int in
+            guard let base = buffer.baseAddress else { return 0 }
+            return read(fd, base, buffer.count)
+        }
+    }
+
     /// Reads until `terminator` has been seen; returns everything read (which may run past it).
     static func readUntil(_ fd: CInt, _ terminator: [UInt8]) throws -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while bytes.firstRange(of: terminator) == nil {
-            let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            let got = Sys.readSome(fd, into: &chunk)
             if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { throw BenchError("the peer closed before sending \(terminator.count) terminator bytes") }
+            guard got > 0 else {
+                throw BenchError("the peer closed before sending \(terminator.count) terminator bytes")
+            }
             bytes += chunk[0..<got]
         }
         return bytes
@@ -124,7 +136,7 @@ enum Sys {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
-            let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            let got = Sys.readSome(fd, into: &chunk)
             if got <= 0 { break }
             bytes += chunk[0..<got]
         }

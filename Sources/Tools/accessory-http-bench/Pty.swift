@@ -44,7 +44,12 @@ extension Benchmarks {
         do {
             let pty = try self.openPty()
             let slave = try self.openRawSlave(pty.slavePath)
-            let pid = try Sys.spawn([self.selfPath, "raw-source", String(self.ptyBytes)], stdin: pty.master, stdout: pty.master, stderr: try self.childStderr())
+            let pid = try Sys.spawn(
+                [self.selfPath, "raw-source", String(self.ptyBytes)],
+                stdin: pty.master,
+                stdout: pty.master,
+                stderr: try self.childStderr()
+            )
             close(pty.master)
             let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: RawLimits.blockSize, alignment: 4096)
             defer { scratch.deallocate() }
@@ -58,14 +63,24 @@ extension Benchmarks {
             }
             close(slave)
             Sys.terminate(pid)
-            table.add(Names.ptyRaw, "MiB/s", Array(rates.dropFirst()), note: "\(self.ptyBytes >> 20) MiB, read(2) of the raw slave")
+            table.add(
+                Names.ptyRaw,
+                "MiB/s",
+                Array(rates.dropFirst()),
+                note: "\(self.ptyBytes >> 20) MiB, read(2) of the raw slave"
+            )
         }
         // HTTP: the responder serves on the master; the client opens the slave as serial:PATH.
         do {
             let pty = try self.openPty()
             // Held open so the master never sees a hang-up while the client opens the slave.
             let holder = try self.openRawSlave(pty.slavePath)
-            let pid = try Sys.spawn(self.serveCommand, stdin: pty.master, stdout: pty.master, stderr: try self.childStderr())
+            let pid = try Sys.spawn(
+                self.serveCommand,
+                stdin: pty.master,
+                stdout: pty.master,
+                stderr: try self.childStderr()
+            )
             close(pty.master)
             let client = AccessoryClient(transport: SerialTransport(path: pty.slavePath))
             _ = try await client.data(try AccessoryRequest(url: "/status"))

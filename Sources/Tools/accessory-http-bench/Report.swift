@@ -3,7 +3,8 @@ import Glibc
 /// The table and, under it, each target of issue 6 with the ratio measured in this run.
 enum Report {
     static func render(_ table: Table, bench: Benchmarks) -> String {
-        var text = "accessory-http benchmark: \(bench.reps) repetitions each, all in one run on one machine (\(Self.machine()))\n\n"
+        var text =
+            "accessory-http benchmark: \(bench.reps) repetitions each, all in one run on one machine (\(Self.machine()))\n\n"
         text += table.render()
         text += "\nTargets (ratios of medians from this run):\n"
         func ratio(_ a: String, _ b: String) -> Double? {
@@ -25,23 +26,39 @@ enum Report {
         line("native bulk / raw socketpair", ratio(Names.nativeBulk, Names.rawBulk), "≥ 60 %", { $0 >= 0.6 })
         line("native bulk / curl + nginx", ratio(Names.nativeBulk, Names.curlBulk), "≥ 100 %", { $0 >= 1 })
         line("CLI bulk / raw socketpair", ratio(Names.cliBulk, Names.rawBulk), nil, { _ in true })
-        line("native /status req/s / h2load + nginx", ratio(Names.nativeStatus, Names.h2loadStatus), "≥ 100 %", { $0 >= 1 })
+        line(
+            "native /status req/s / h2load + nginx",
+            ratio(Names.nativeStatus, Names.h2loadStatus),
+            "≥ 100 %",
+            { $0 >= 1 }
+        )
         line("native /status req/s / raw ping-pong", ratio(Names.nativeStatus, Names.rawStatus), nil, { _ in true })
-        line("native bulk / URLSession bulk", ratio(Names.nativeBulk, Names.urlSessionBulk), "≤ 2×", { $0 <= 2 }, percent: false)
+        line(
+            "native bulk / URLSession bulk",
+            ratio(Names.nativeBulk, Names.urlSessionBulk),
+            "≤ 2×",
+            { $0 <= 2 },
+            percent: false
+        )
         line("pty native / raw pty", ratio(Names.ptyNative, Names.ptyRaw), "≥ 90 %", { $0 >= 0.9 })
         if let growth = table.median(Names.memoryGrowth) {
-            text += "- CLI peak RSS growth for the download: \(Table.format(growth)) MiB (target < 64 MiB) \(growth < 64 ? "MET" : "NOT MET")\n"
+            text +=
+                "- CLI peak RSS growth for the download: \(Table.format(growth)) MiB (target < 64 MiB) \(growth < 64 ? "MET" : "NOT MET")\n"
         } else {
             text += "- CLI peak RSS growth: not measured\n"
         }
-        if table.median(Names.urlSessionMemory) == nil { text += "- URLSession peak RSS growth: not measured (\(URLSessionBench.pending))\n" }
+        if table.median(Names.urlSessionMemory) == nil {
+            text += "- URLSession peak RSS growth: not measured (\(URLSessionBench.pending))\n"
+        }
         return text
     }
 
     static func machine() -> String {
         var name = utsname()
         uname(&name)
-        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        let release = withUnsafeBytes(of: &name.release) {
+            String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
         let load = Sys.readFile("/proc/loadavg").split(separator: " ").prefix(3).joined(separator: " ")
         return "Linux \(release), \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) CPUs, load \(load) at the end"
     }

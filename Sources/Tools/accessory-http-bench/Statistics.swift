@@ -55,7 +55,8 @@ struct Table {
         for row in rows {
             if let summary = row.summary {
                 lines.append([
-                    row.name, row.unit, Self.format(summary.min), Self.format(summary.median), Self.format(summary.max), row.note,
+                    row.name, row.unit, Self.format(summary.min), Self.format(summary.median), Self.format(summary.max),
+                    row.note,
                 ])
             } else {
                 lines.append([row.name, row.unit, "—", "—", "—", row.note])

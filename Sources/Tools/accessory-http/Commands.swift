@@ -1,10 +1,10 @@
 import AccessoryClient
 import AccessoryEmulator
+import AccessoryHTTP1
 import AccessoryResponder
 import AccessoryTLS
 import AccessoryTransport
 import ArgumentParser
-import AccessoryHTTP1
 import HTTPTypes
 import NIOCore
 import NIOPosix
@@ -104,7 +104,9 @@ struct Get: MethodCommand {
     @Argument(help: "The path, e.g. /status (or accessory://NAME/path).") var path: String
 
     func validate() throws {
-        if request.data != nil { throw ValidationError("get sends no body; use post, put or request -X METHOD with -d") }
+        if request.data != nil {
+            throw ValidationError("get sends no body; use post, put or request -X METHOD with -d")
+        }
     }
 }
 
@@ -144,7 +146,10 @@ struct Request: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Send a request with any method (-X).")
     @OptionGroup var globals: GlobalOptions
     @OptionGroup var request: RequestOptions
-    @Option(name: [.customShort("X"), .customLong("request")], help: ArgumentHelp("The method, e.g. PATCH.", valueName: "method"))
+    @Option(
+        name: [.customShort("X"), .customLong("request")],
+        help: ArgumentHelp("The method, e.g. PATCH.", valueName: "method")
+    )
     var method: String
     @Argument(help: "The path.") var path: String
 
@@ -199,13 +204,21 @@ struct Serve: AsyncParsableCommand {
             let tls = try globals.tls.serverConfiguration()
             switch spec {
             case .emulator:
-                throw CLIError(.usage, "serve needs a byte stream to serve on: unix:PATH, serial:PATH, exec:COMMAND or stdio")
+                throw CLIError(
+                    .usage,
+                    "serve needs a byte stream to serve on: unix:PATH, serial:PATH, exec:COMMAND or stdio"
+                )
             case .unix(let path):
                 if globals.verbose { StandardError.write("* serving the emulated accessory on unix:\(path)\n") }
-                try await responder.serveUnixSocket(path: path, group: group, channelInitializer: try tls.map { try Self.tlsInitializer($0) })
+                try await responder.serveUnixSocket(
+                    path: path,
+                    group: group,
+                    channelInitializer: try tls.map { try Self.tlsInitializer($0) }
+                )
             default:
                 let plain = try GlobalOptions.clientTransport(for: spec)
-                let transport: any ByteStreamTransport = tls.map { TLSTransport(wrapping: plain, configuration: $0) } ?? plain
+                let transport: any ByteStreamTransport =
+                    tls.map { TLSTransport(wrapping: plain, configuration: $0) } ?? plain
                 if globals.verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
                 try await responder.serve(transport: transport, on: group.next())
             }
@@ -214,7 +227,9 @@ struct Serve: AsyncParsableCommand {
 }
 
 extension Serve {
-    static func tlsInitializer(_ configuration: TLSConfiguration) throws(CLIError) -> @Sendable (any Channel) -> EventLoopFuture<Void> {
+    static func tlsInitializer(_ configuration: TLSConfiguration) throws(CLIError)
+        -> @Sendable (any Channel) -> EventLoopFuture<Void>
+    {
         do {
             return try TLSServerContext(configuration: configuration).channelInitializer
         } catch {

@@ -20,7 +20,10 @@ extension ConfigFile {
         guard words.count == 2, words[0] == "usb",
             case .usb(let selector)? = try? DeviceSpec(parsing: "usb:\(words[1])")
         else {
-            throw CLIError(.usage, "\(location): expected a section '[usb VID:PID]' with IDs in 4 hex digits (e.g. [usb 1209:0001]), found \"\(line)\"")
+            throw CLIError(
+                .usage,
+                "\(location): expected a section '[usb VID:PID]' with IDs in 4 hex digits (e.g. [usb 1209:0001]), found \"\(line)\""
+            )
         }
         return selector.description
     }

@@ -1,9 +1,9 @@
 import AccessoryUSB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// The user's settings file, `$XDG_CONFIG_HOME/accessory-http/config` (by default
@@ -53,11 +53,17 @@ struct ConfigFile {
             case "host": config.host = value
             case "timeout":
                 guard let seconds = Double(value), seconds > 0 else {
-                    throw CLIError(.usage, "\(path):\(index + 1): timeout must be a positive number of seconds, not \"\(value)\"")
+                    throw CLIError(
+                        .usage,
+                        "\(path):\(index + 1): timeout must be a positive number of seconds, not \"\(value)\""
+                    )
                 }
                 config.timeout = seconds
             default:
-                throw CLIError(.usage, "\(path):\(index + 1): unknown setting \"\(key)\" (known: device, host, timeout)")
+                throw CLIError(
+                    .usage,
+                    "\(path):\(index + 1): unknown setting \"\(key)\" (known: device, host, timeout)"
+                )
             }
         }
         return config

@@ -24,10 +24,19 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Most body bytes per message shown by -v.", valueName: "bytes"))
     var traceLimit: Int = 4096
 
-    @Option(name: .long, help: ArgumentHelp("The Host header to send (default: from the config file, else \"accessory\").", valueName: "name"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The Host header to send (default: from the config file, else \"accessory\").",
+            valueName: "name"
+        )
+    )
     var host: String?
 
-    @Option(name: .long, help: ArgumentHelp("Settings file (default: ~/.config/accessory-http/config).", valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Settings file (default: ~/.config/accessory-http/config).", valueName: "path")
+    )
     var config: String?
 
     @OptionGroup(title: "TLS") var tls: TLSOptions
@@ -67,7 +76,9 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// A transport for a client: the emulator runs in this process on a socketpair.
-    static func clientTransport(for spec: DeviceSpec, config: ConfigFile? = nil) throws(CLIError) -> any ByteStreamTransport {
+    static func clientTransport(for spec: DeviceSpec, config: ConfigFile? = nil) throws(CLIError)
+        -> any ByteStreamTransport
+    {
         if case .emulator = spec {
             return EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton.next())
         }

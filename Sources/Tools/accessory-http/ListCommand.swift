@@ -21,9 +21,14 @@ struct List: AsyncParsableCommand {
             do {
                 accessories = try USBAccessoryListing.scan(all: all)
             } catch {
-                throw CLIError(.transport, "cannot list USB devices: \(error) (is usbfs available? under a container, pass /dev/bus/usb through)")
+                throw CLIError(
+                    .transport,
+                    "cannot list USB devices: \(error) (is usbfs available? under a container, pass /dev/bus/usb through)"
+                )
             }
-            StandardOutput.write(json ? USBAccessoryListing.renderJSON(accessories) : USBAccessoryListing.renderText(accessories))
+            StandardOutput.write(
+                json ? USBAccessoryListing.renderJSON(accessories) : USBAccessoryListing.renderText(accessories)
+            )
         }
     }
 }

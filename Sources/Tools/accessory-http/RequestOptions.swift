@@ -5,21 +5,30 @@ import HTTPTypes
 import NIOCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The curl-like options of the request commands.
 struct RequestOptions: ParsableArguments {
-    @Option(name: [.customShort("H"), .customLong("header")], help: ArgumentHelp("Add a header, 'Name: value'. Repeatable.", valueName: "header"))
+    @Option(
+        name: [.customShort("H"), .customLong("header")],
+        help: ArgumentHelp("Add a header, 'Name: value'. Repeatable.", valueName: "header")
+    )
     var headers: [String] = []
 
     @Option(
         name: [.customShort("d"), .customLong("data")],
-        help: ArgumentHelp("Send a body: DATA as given, @FILE from a file, @- from stdin. Sent as is (like curl --data-binary).", valueName: "data")
+        help: ArgumentHelp(
+            "Send a body: DATA as given, @FILE from a file, @- from stdin. Sent as is (like curl --data-binary).",
+            valueName: "data"
+        )
     )
     var data: String?
 
-    @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp("Write the body to FILE instead of stdout.", valueName: "file"))
+    @Option(
+        name: [.customShort("o"), .customLong("output")],
+        help: ArgumentHelp("Write the body to FILE instead of stdout.", valueName: "file")
+    )
     var output: String?
 
     @Flag(name: [.customShort("i"), .customLong("include")], help: "Print the response head before the body.")
@@ -28,21 +37,35 @@ struct RequestOptions: ParsableArguments {
     @Flag(name: .long, help: "Exit with status 22, printing no body, when the device answers 400 or more.")
     var fail = false
 
-    @Option(name: .long, help: ArgumentHelp("Give up if the whole exchange takes longer than this.", valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Give up if the whole exchange takes longer than this.", valueName: "seconds")
+    )
     var timeout: Double?
 
-    @Option(name: .long, help: ArgumentHelp("Give up if opening the device takes longer than this.", valueName: "seconds"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Give up if opening the device takes longer than this.", valueName: "seconds")
+    )
     var connectTimeout: Double?
 
-    @Option(name: [.customShort("u"), .customLong("user")], help: ArgumentHelp("Credentials for Basic or Digest authentication.", valueName: "user[:password]"))
+    @Option(
+        name: [.customShort("u"), .customLong("user")],
+        help: ArgumentHelp("Credentials for Basic or Digest authentication.", valueName: "user[:password]")
+    )
     var user: String?
 
-    @Option(name: .long, help: ArgumentHelp("Follow at most this many redirects (0: return the redirect itself).", valueName: "n"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Follow at most this many redirects (0: return the redirect itself).", valueName: "n")
+    )
     var maxRedirs: Int = 10
 
     func validate() throws {
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
-        if let connectTimeout, !(connectTimeout > 0) { throw ValidationError("--connect-timeout must be a positive number of seconds") }
+        if let connectTimeout, !(connectTimeout > 0) {
+            throw ValidationError("--connect-timeout must be a positive number of seconds")
+        }
         if maxRedirs < 0 { throw ValidationError("--max-redirs must be 0 or more") }
     }
 

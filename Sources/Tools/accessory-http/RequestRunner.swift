@@ -56,7 +56,9 @@ struct RequestRunner {
         )
     }
 
-    private func printResponse(_ client: AccessoryClient, _ request: AccessoryRequest, method: HTTPRequest.Method) async throws -> HTTPResponse.Status {
+    private func printResponse(_ client: AccessoryClient, _ request: AccessoryRequest, method: HTTPRequest.Method)
+        async throws -> HTTPResponse.Status
+    {
         let include = self.options.include || method == .head
         let fail = self.options.fail
         return try await client.execute(request) { response in
@@ -70,7 +72,9 @@ struct RequestRunner {
         }
     }
 
-    private func download(_ client: AccessoryClient, _ request: AccessoryRequest, to path: String, progressBar: Bool) async throws -> HTTPResponse.Status {
+    private func download(_ client: AccessoryClient, _ request: AccessoryRequest, to path: String, progressBar: Bool)
+        async throws -> HTTPResponse.Status
+    {
         let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
         var progress: (@Sendable (TransferProgress) -> Void)? = nil
         if let bar { progress = { bar.update($0) } }
@@ -116,5 +120,5 @@ struct RequestRunner {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

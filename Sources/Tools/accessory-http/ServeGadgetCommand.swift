@@ -6,7 +6,7 @@ import Dispatch
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `accessory-http serve-gadget DIR`: the emulated accessory as a USB gadget function.
@@ -26,7 +26,8 @@ struct ServeGadget: AsyncParsableCommand {
             """
     )
     @OptionGroup var globals: GlobalOptions
-    @Argument(help: ArgumentHelp("The functionfs mount point.", valueName: "dir")) var directory: String = "/dev/ffs-accessory"
+    @Argument(help: ArgumentHelp("The functionfs mount point.", valueName: "dir")) var directory: String =
+        "/dev/ffs-accessory"
 
     func run() async throws {
         let (directory, verbose) = (self.directory, self.globals.verbose)

@@ -1,7 +1,8 @@
 import Dispatch
+import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Turns the first SIGINT or SIGTERM into a cancellation (so serial lines get their settings
@@ -32,8 +33,6 @@ final class SignalWatcher {
         for source in self.sources { source.cancel() }
     }
 }
-
-import Synchronization
 
 private final class SignalCount: Sendable {
     private let count = Atomic<Int>(0)

@@ -7,31 +7,67 @@ struct TLSOptions: ParsableArguments {
     @Flag(name: .long, help: "Speak TLS on the link (implied by any other TLS option).")
     var tls = false
 
-    @Option(name: .long, help: ArgumentHelp("Trust the CA or self-signed certificates in this PEM file (repeatable).", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Trust the CA or self-signed certificates in this PEM file (repeatable).", valueName: "file")
+    )
     var cacert: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("Accept only this key (sha256:BASE64 of the SPKI) or certificate (cert-sha256:…) (repeatable).", valueName: "pin"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Accept only this key (sha256:BASE64 of the SPKI) or certificate (cert-sha256:…) (repeatable).",
+            valueName: "pin"
+        )
+    )
     var pin: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("Certificate: the client identity (requests) or the server's (serve). PEM, or PKCS#12 (.p12/.pfx).", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Certificate: the client identity (requests) or the server's (serve). PEM, or PKCS#12 (.p12/.pfx).",
+            valueName: "file"
+        )
+    )
     var cert: String?
 
     @Option(name: .long, help: ArgumentHelp("Private key (PEM) for --cert.", valueName: "file"))
     var key: String?
 
-    @Option(name: .long, help: ArgumentHelp("Password of the PKCS#12 file or of the encrypted PEM key.", valueName: "password"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Password of the PKCS#12 file or of the encrypted PEM key.", valueName: "password")
+    )
     var certPassword: String?
 
-    @Option(name: .long, help: ArgumentHelp("The accessory's expected identity, checked against its certificate's SAN/CN (and sent as SNI).", valueName: "name"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The accessory's expected identity, checked against its certificate's SAN/CN (and sent as SNI).",
+            valueName: "name"
+        )
+    )
     var tlsName: String?
 
-    @Option(name: .long, help: ArgumentHelp("The name the accessory is paired under in known_accessories (default: --tls-name, else the device spec).", valueName: "id"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The name the accessory is paired under in known_accessories (default: --tls-name, else the device spec).",
+            valueName: "id"
+        )
+    )
     var tlsIdentity: String?
 
     @Option(name: .long, help: ArgumentHelp("Lowest TLS version accepted (default 1.2).", valueName: "version"))
     var tlsMinVersion: String?
 
-    @Option(name: .long, help: ArgumentHelp("serve: require client certificates issued by the CAs in this PEM file (repeatable).", valueName: "file"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "serve: require client certificates issued by the CAs in this PEM file (repeatable).",
+            valueName: "file"
+        )
+    )
     var clientCA: [String] = []
 
     @Flag(name: .long, help: "Accept ANY certificate (no verification at all). Debugging only.")
@@ -50,7 +86,9 @@ struct TLSOptions: ParsableArguments {
         }
         let lowered = cert.lowercased()
         if lowered.hasSuffix(".p12") || lowered.hasSuffix(".pfx") {
-            if self.key != nil { throw CLIError(.usage, "--key is not used with a PKCS#12 file: the key is inside \(cert)") }
+            if self.key != nil {
+                throw CLIError(.usage, "--key is not used with a PKCS#12 file: the key is inside \(cert)")
+            }
             return .pkcs12(file: cert, password: self.certPassword ?? "")
         }
         guard let key = self.key else {
@@ -109,10 +147,14 @@ struct TLSOptions: ParsableArguments {
     }
 
     /// Wraps a client transport in TLS when a TLS option was given.
-    func wrapClient(_ transport: any ByteStreamTransport, spec: DeviceSpec) throws(CLIError) -> any ByteStreamTransport {
+    func wrapClient(_ transport: any ByteStreamTransport, spec: DeviceSpec) throws(CLIError) -> any ByteStreamTransport
+    {
         guard self.isEnabled else { return transport }
         if case .emulator = spec {
-            throw CLIError(.usage, "the in-process emulator does not speak TLS; serve it with 'serve --cert … --key …' on unix:PATH and connect to that")
+            throw CLIError(
+                .usage,
+                "the in-process emulator does not speak TLS; serve it with 'serve --cert … --key …' on unix:PATH and connect to that"
+            )
         }
         return TLSTransport(wrapping: transport, configuration: try self.clientConfiguration(for: spec))
     }

@@ -67,7 +67,9 @@ final class TraceRenderer: Sendable {
             return (state.sentHidden, state.receivedHidden)
         }
         if sentHidden > 0 { StandardError.write("> … \(sentHidden) more body bytes not shown (--trace-limit)\n") }
-        if receivedHidden > 0 { StandardError.write("< … \(receivedHidden) more body bytes not shown (--trace-limit)\n") }
+        if receivedHidden > 0 {
+            StandardError.write("< … \(receivedHidden) more body bytes not shown (--trace-limit)\n")
+        }
     }
 
     static func prefixLines(_ text: String, with prefix: String) -> String {

@@ -4,7 +4,7 @@ import ArgumentParser
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `accessory-http trust`: pair with an accessory's certificate, like ssh's known_hosts.
@@ -38,13 +38,19 @@ struct Trust: AsyncParsableCommand {
             do {
                 if list {
                     for entry in try store.entries() {
-                        StandardOutput.write("\(entry.identity) \(entry.pin)\(entry.comment.map { "  # \($0)" } ?? "")  (\(entry.file))\n")
+                        StandardOutput.write(
+                            "\(entry.identity) \(entry.pin)\(entry.comment.map { "  # \($0)" } ?? "")  (\(entry.file))\n"
+                        )
                     }
                     return
                 }
                 if let forget {
                     let removed = try store.forget(identity: forget)
-                    StandardError.write(removed ? "forgot \(forget)\n" : "\(forget) was not paired in \(store.userKnownAccessoriesFile ?? "the user trust store")\n")
+                    StandardError.write(
+                        removed
+                            ? "forgot \(forget)\n"
+                            : "\(forget) was not paired in \(store.userKnownAccessoriesFile ?? "the user trust store")\n"
+                    )
                     return
                 }
                 try await Self.pair(globals: globals, store: store, yes: yes)
@@ -57,7 +63,10 @@ struct Trust: AsyncParsableCommand {
     private static func pair(globals: GlobalOptions, store: TrustStore, yes: Bool) async throws {
         let (spec, _) = try globals.resolveDevice()
         if case .emulator = spec {
-            throw CLIError(.usage, "the in-process emulator does not speak TLS; pair with a device that does (serve --cert … on unix:PATH)")
+            throw CLIError(
+                .usage,
+                "the in-process emulator does not speak TLS; pair with a device that does (serve --cert … on unix:PATH)"
+            )
         }
         let inner = try GlobalOptions.clientTransport(for: spec)
         let tls = globals.tls
@@ -84,18 +93,25 @@ struct Trust: AsyncParsableCommand {
               certificate: SHA256 \(leaf.certificatePin.hex)
 
             """
-        if session.peerCertificates.count > 1 { text += "  (with \(session.peerCertificates.count - 1) more certificate(s) in the chain)\n" }
+        if session.peerCertificates.count > 1 {
+            text += "  (with \(session.peerCertificates.count - 1) more certificate(s) in the chain)\n"
+        }
         StandardError.write(text)
         if let known = try store.entry(for: identity) {
             if known.pin == leaf.spkiPin {
                 StandardError.write("'\(identity)' is already paired with this key (\(known.file)).\n")
                 return
             }
-            StandardError.write("WARNING: '\(identity)' is paired with a DIFFERENT key: \(known.pin) (\(known.file)).\n")
+            StandardError.write(
+                "WARNING: '\(identity)' is paired with a DIFFERENT key: \(known.pin) (\(known.file)).\n"
+            )
         }
         if !yes {
             guard isatty(STDIN_FILENO) == 1 else {
-                throw CLIError(.usage, "not pairing: stdin is not a terminal; check the fingerprint above and pass --yes to remember it")
+                throw CLIError(
+                    .usage,
+                    "not pairing: stdin is not a terminal; check the fingerprint above and pass --yes to remember it"
+                )
             }
             StandardError.write("Trust this accessory and remember it as '\(identity)'? [y/N] ")
             let answer = readLine()?.trimmingCharacters() ?? ""
@@ -105,12 +121,16 @@ struct Trust: AsyncParsableCommand {
             }
         }
         try store.remember(identity: identity, pin: leaf.spkiPin, comment: leaf.subject)
-        StandardError.write("paired '\(identity)' → \(leaf.spkiPin) in \(store.userKnownAccessoriesFile ?? "the trust store")\n")
+        StandardError.write(
+            "paired '\(identity)' → \(leaf.spkiPin) in \(store.userKnownAccessoriesFile ?? "the trust store")\n"
+        )
     }
 }
 
 extension String {
     fileprivate func trimmingCharacters() -> String {
-        String(self.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed())
+        String(
+            self.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed()
+        )
     }
 }

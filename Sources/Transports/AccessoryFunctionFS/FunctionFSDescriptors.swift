@@ -10,7 +10,12 @@ public struct FunctionFSDescriptors: Sendable, Hashable {
     /// The interface string (US English), shown by `lsusb -v`.
     public var interfaceName: String
 
-    public init(interfaceClass: UInt8 = 0xFF, interfaceSubclass: UInt8 = 0x48, interfaceProtocol: UInt8 = 0x01, interfaceName: String = "accessory-http") {
+    public init(
+        interfaceClass: UInt8 = 0xFF,
+        interfaceSubclass: UInt8 = 0x48,
+        interfaceProtocol: UInt8 = 0x01,
+        interfaceName: String = "accessory-http"
+    ) {
         self.interfaceClass = interfaceClass
         self.interfaceSubclass = interfaceSubclass
         self.interfaceProtocol = interfaceProtocol
@@ -47,7 +52,8 @@ public struct FunctionFSDescriptors: Sendable, Hashable {
         let sizes = Self.maxPacketSizes
         body += interface() + endpoint(0x81, sizes.full) + endpoint(0x02, sizes.full)
         body += interface() + endpoint(0x81, sizes.high) + endpoint(0x02, sizes.high)
-        body += interface() + endpoint(0x81, sizes.superSpeed) + companion + endpoint(0x02, sizes.superSpeed) + companion
+        body +=
+            interface() + endpoint(0x81, sizes.superSpeed) + companion + endpoint(0x02, sizes.superSpeed) + companion
         var blob: [UInt8] = []
         let headerLength = 4 * 3 + 4 * 3
         Self.append32(Self.descriptorsMagicV2, to: &blob)

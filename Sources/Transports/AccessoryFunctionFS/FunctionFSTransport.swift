@@ -5,9 +5,9 @@ import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// The accessory side of a USB link on Linux gadget hardware: a FunctionFS function, mounted at
@@ -122,7 +122,9 @@ public final class FunctionFSTransport: ByteStreamTransport {
                 .takingOwnershipOfDescriptor(inputOutput: local)
                 .get()
             let transport = self
-            return OpenedByteStream(channel: channel) { transport.state.withLock { "last FunctionFS event: \($0.lastEvent)" } }
+            return OpenedByteStream(channel: channel) {
+                transport.state.withLock { "last FunctionFS event: \($0.lastEvent)" }
+            }
         } catch {
             _ = close(local)
             if let link { self.end(link) }
@@ -154,15 +156,22 @@ public final class FunctionFSTransport: ByteStreamTransport {
         let control = Glibc.open(self.directory + "/ep0", O_RDWR | O_CLOEXEC)
         guard control >= 0 else {
             let reason = String(cString: strerror(errno))
-            let code: TransportError.Code = errno == ENOENT ? .deviceNotFound : (errno == EACCES ? .permissionDenied : .openFailed)
-            throw TransportError(code, "cannot open \(self.directory)/ep0: \(reason) (mount functionfs there first: scripts/usb-gadget setup; see docs/usb.md)")
+            let code: TransportError.Code =
+                errno == ENOENT ? .deviceNotFound : (errno == EACCES ? .permissionDenied : .openFailed)
+            throw TransportError(
+                code,
+                "cannot open \(self.directory)/ep0: \(reason) (mount functionfs there first: scripts/usb-gadget setup; see docs/usb.md)"
+            )
         }
         for blob in [self.configuration.descriptors.descriptorBlob, self.configuration.descriptors.stringsBlob] {
             let written = blob.withUnsafeBytes { write(control, $0.baseAddress, $0.count) }
             guard written == blob.count else {
                 let reason = written < 0 ? String(cString: strerror(errno)) : "short write"
                 _ = close(control)
-                throw TransportError(.openFailed, "writing the USB descriptors to \(self.directory)/ep0 failed: \(reason) (is another program serving this function?)")
+                throw TransportError(
+                    .openFailed,
+                    "writing the USB descriptors to \(self.directory)/ep0 failed: \(reason) (is another program serving this function?)"
+                )
             }
         }
         let input = Glibc.open(self.directory + "/" + FunctionFSDescriptors.inputEndpointFile, O_RDWR | O_CLOEXEC)
@@ -234,7 +243,11 @@ public final class FunctionFSTransport: ByteStreamTransport {
                 case .setup:
                     // No control requests are defined for this function: stall them.
                     var none: UInt8 = 0
-                    if event.requestType & 0x80 != 0 { _ = read(control, &none, 0) } else { _ = write(control, &none, 0) }
+                    if event.requestType & 0x80 != 0 {
+                        _ = read(control, &none, 0)
+                    } else {
+                        _ = write(control, &none, 0)
+                    }
                 case .bind, .suspend, .resume, .none:
                     self.state.withLock { $0.lastEvent = event.kind.map { "\($0)" } ?? "unknown" }
                 }
@@ -321,7 +334,9 @@ public final class FunctionFSTransport: ByteStreamTransport {
                 continue
             }
             let packet = self.state.withLock { $0.maxPacketSize }
-            if self.configuration.zeroLengthPackets && functionFSNeedsZeroLengthPacket(afterWriting: count, maxPacketSize: packet) {
+            if self.configuration.zeroLengthPackets
+                && functionFSNeedsZeroLengthPacket(afterWriting: count, maxPacketSize: packet)
+            {
                 _ = write(input, buffer, 0)
             }
         }
@@ -334,11 +349,16 @@ public final class FunctionFSTransport: ByteStreamTransport {
         }
         let context = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
-            return nil
-        }, context)
+        let result = pthread_create(
+            &thread,
+            nil,
+            { context in
+                guard let context else { return nil }
+                Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
+                return nil
+            },
+            context
+        )
         guard result == 0 else {
             Unmanaged<Box>.fromOpaque(context).release()
             throw FunctionFSThreadError(rawValue: result)

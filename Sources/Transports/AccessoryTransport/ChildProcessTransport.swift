@@ -91,7 +91,10 @@ public struct ChildProcessTransport: ByteStreamTransport {
             try? pipes.stdin.write.close()
             process.terminate(grace: .zero, killAfter: Self.killDelay, on: eventLoop)
             stderrChannel?.close(promise: nil)
-            throw TransportError(.processFailed, "could not attach the pipes of `\(self.command)` to the event loop: \(error)")
+            throw TransportError(
+                .processFailed,
+                "could not attach the pipes of `\(self.command)` to the event loop: \(error)"
+            )
         }
 
         channel.closeFuture.whenComplete { _ in
@@ -117,7 +120,9 @@ public struct ChildProcessTransport: ByteStreamTransport {
 
     /// "child process `CMD` exited with status 1; its stderr ended with: …", after waiting up
     /// to ``diagnosticsWait`` for the child to exit and its stderr to end.
-    private static func describe(_ process: ChildProcess, command: String, stderr: StderrRingBuffer, stderrOpen: Bool) async -> String {
+    private static func describe(_ process: ChildProcess, command: String, stderr: StderrRingBuffer, stderrOpen: Bool)
+        async -> String
+    {
         let clock = ContinuousClock()
         let deadline = clock.now + Self.diagnosticsWait
         while clock.now < deadline, process.exitStatus == nil || (stderrOpen && !stderr.hasEnded) {

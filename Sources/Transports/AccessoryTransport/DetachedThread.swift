@@ -8,11 +8,16 @@ enum DetachedThread {
     static func start(_ body: @escaping @Sendable () -> Void) throws(Errno) {
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
-            return nil
-        }, context)
+        let result = pthread_create(
+            &thread,
+            nil,
+            { context in
+                guard let context else { return nil }
+                Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
+                return nil
+            },
+            context
+        )
         guard result == 0 else {
             Unmanaged<Body>.fromOpaque(context).release()
             throw Errno(rawValue: result)

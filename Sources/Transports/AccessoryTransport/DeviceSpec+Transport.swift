@@ -7,7 +7,10 @@ extension DeviceSpec {
     public func makeTransport() throws(TransportError) -> any ByteStreamTransport {
         switch self {
         case .emulator:
-            throw TransportError(.unsupported, "the emulator device is resolved by the client layer, not by AccessoryTransport; open it through AccessoryClient")
+            throw TransportError(
+                .unsupported,
+                "the emulator device is resolved by the client layer, not by AccessoryTransport; open it through AccessoryClient"
+            )
         case .stdio:
             return StdioTransport()
         case .unix(let path):
@@ -17,7 +20,10 @@ extension DeviceSpec {
         case .serial(let path, let settings):
             return SerialTransport(path: path, settings: settings)
         case .usb(let selector):
-            throw TransportError(.unsupported, "usb:\(selector) is opened by USBTransport in the AccessoryUSB module (libusb), not by AccessoryTransport; use USBTransport(selector:) (the accessory-http CLI does)")
+            throw TransportError(
+                .unsupported,
+                "usb:\(selector) is opened by USBTransport in the AccessoryUSB module (libusb), not by AccessoryTransport; use USBTransport(selector:) (the accessory-http CLI does)"
+            )
         }
     }
 }

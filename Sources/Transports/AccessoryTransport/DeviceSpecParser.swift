@@ -43,7 +43,11 @@ struct DeviceSpecParser {
     // MARK: serial
 
     private func parseSerial(_ rest: String) throws(TransportError) -> DeviceSpec {
-        let (path, options) = try self.splitQuery(rest, known: ["baud", "data", "parity", "stop", "flow"], scheme: "serial")
+        let (path, options) = try self.splitQuery(
+            rest,
+            known: ["baud", "data", "parity", "stop", "flow"],
+            scheme: "serial"
+        )
         guard !path.isEmpty else { throw self.invalid("serial: needs the tty's path, e.g. serial:/dev/ttyACM0") }
         try self.rejectNUL(path)
         var settings = SerialSettings()
@@ -121,7 +125,9 @@ struct DeviceSpecParser {
     /// Splits `PATH?key=value&key=value` at the first `?`. Keys must be known and unique,
     /// values non-empty.
     private func splitQuery(
-        _ rest: String, known: [String], scheme: String
+        _ rest: String,
+        known: [String],
+        scheme: String
     ) throws(TransportError) -> (String, [(key: String, value: String)]) {
         guard let mark = rest.firstIndex(of: "?") else { return (rest, []) }
         let head = String(rest[..<mark])
@@ -158,6 +164,9 @@ struct DeviceSpecParser {
     }
 
     private func invalid(_ reason: String) -> TransportError {
-        TransportError(.invalidDeviceSpec, "invalid device spec \"\(self.text)\": \(reason).\n\n\(DeviceSpec.acceptedForms)")
+        TransportError(
+            .invalidDeviceSpec,
+            "invalid device spec \"\(self.text)\": \(reason).\n\n\(DeviceSpec.acceptedForms)"
+        )
     }
 }

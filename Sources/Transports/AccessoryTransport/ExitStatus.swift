@@ -21,16 +21,17 @@ enum ExitStatus: Sendable, Hashable, CustomStringConvertible {
         case .exited(let code):
             return "exited with status \(code)"
         case .signaled(let signal):
-            let name: String = switch signal {
-            case SIGHUP: " (SIGHUP)"
-            case SIGINT: " (SIGINT)"
-            case SIGKILL: " (SIGKILL)"
-            case SIGPIPE: " (SIGPIPE)"
-            case SIGTERM: " (SIGTERM)"
-            case SIGSEGV: " (SIGSEGV)"
-            case SIGABRT: " (SIGABRT)"
-            default: ""
-            }
+            let name: String =
+                switch signal {
+                case SIGHUP: " (SIGHUP)"
+                case SIGINT: " (SIGINT)"
+                case SIGKILL: " (SIGKILL)"
+                case SIGPIPE: " (SIGPIPE)"
+                case SIGTERM: " (SIGTERM)"
+                case SIGSEGV: " (SIGSEGV)"
+                case SIGABRT: " (SIGABRT)"
+                default: ""
+                }
             return "was killed by signal \(signal)\(name)"
         case .unknown:
             return "exited (its status was collected elsewhere)"

@@ -14,7 +14,10 @@ struct SerialPort: Sendable {
     static func open(path: String, settings: SerialSettings) throws(TransportError) -> SerialPort {
         guard let speed = BaudRate.constant(for: settings.baudRate) else {
             let rates = BaudRate.supportedRates.map(String.init).joined(separator: ", ")
-            throw TransportError(.unsupportedSetting, "\(settings.baudRate) baud is not a rate Linux termios can set for \(path); use one of \(rates)")
+            throw TransportError(
+                .unsupportedSetting,
+                "\(settings.baudRate) baud is not a rate Linux termios can set for \(path); use one of \(rates)"
+            )
         }
         // O_NONBLOCK: open must not wait for carrier detect on a modem line.
         // O_NOCTTY: the accessory must never become this process's controlling terminal.
@@ -45,13 +48,16 @@ struct SerialPort: Sendable {
     private static func takeExclusively(_ descriptor: FileDescriptor, path: String) throws(TransportError) -> termios {
         guard descriptor.isTerminal else {
             let kind = (try? descriptor.kind()).map(\.description) ?? "not a terminal"
-            throw TransportError(.wrongKindOfFile, "\(path) is \(kind), not a serial tty; serial: needs a device such as /dev/ttyACM0 or /dev/ttyUSB0")
+            throw TransportError(
+                .wrongKindOfFile,
+                "\(path) is \(kind), not a serial tty; serial: needs a device such as /dev/ttyACM0 or /dev/ttyUSB0"
+            )
         }
         // flock keeps out other processes that lock too (socat, minicom, ModemManager);
         // TIOCEXCL makes the kernel refuse further open()s by anyone but root.
         do {
             try descriptor.lock(LOCK_EX | LOCK_NB)
-        } catch where error == .wouldBlock {
+        } catch  where error == .wouldBlock {
             throw Self.busy(path)
         } catch {
             throw TransportError(.openFailed, "could not lock \(path): \(error)")
@@ -74,12 +80,13 @@ struct SerialPort: Sendable {
         attributes.c_cflag |= tcflag_t(CLOCAL | CREAD)
         attributes.c_cflag &= ~tcflag_t(CSIZE | PARENB | PARODD | CSTOPB)
         attributes.c_cflag &= ~tcflag_t(CRTSCTS)
-        let characterSize = switch settings.dataBits {
-        case .five: CS5
-        case .six: CS6
-        case .seven: CS7
-        case .eight: CS8
-        }
+        let characterSize =
+            switch settings.dataBits {
+            case .five: CS5
+            case .six: CS6
+            case .seven: CS7
+            case .eight: CS8
+            }
         attributes.c_cflag |= tcflag_t(characterSize)
         switch settings.parity {
         case .none: break
@@ -106,7 +113,10 @@ struct SerialPort: Sendable {
         }
         let wanted = TerminalSettings(attributes)
         guard applied == wanted else {
-            throw TransportError(.unsupportedSetting, "the driver of \(self.path) did not accept \(settings) (it has \(applied)); try other settings")
+            throw TransportError(
+                .unsupportedSetting,
+                "the driver of \(self.path) did not accept \(settings) (it has \(applied)); try other settings"
+            )
         }
         // Bytes that arrived before we owned the line belong to someone else's exchange.
         do {
@@ -135,13 +145,22 @@ struct SerialPort: Sendable {
     static func openError(_ error: Errno, path: String) -> TransportError {
         switch error.rawValue {
         case ENOENT, ENOTDIR, ENXIO, ENODEV:
-            return TransportError(.deviceNotFound, "no serial device at \(path) (\(error)); is the accessory plugged in? `ls /dev/ttyACM* /dev/ttyUSB*` lists serial devices")
+            return TransportError(
+                .deviceNotFound,
+                "no serial device at \(path) (\(error)); is the accessory plugged in? `ls /dev/ttyACM* /dev/ttyUSB*` lists serial devices"
+            )
         case EACCES, EPERM:
-            return TransportError(.permissionDenied, "no permission to open \(path) (\(error)); join the group that owns it, usually dialout (`sudo usermod -aG dialout $USER`, then log in again)")
+            return TransportError(
+                .permissionDenied,
+                "no permission to open \(path) (\(error)); join the group that owns it, usually dialout (`sudo usermod -aG dialout $USER`, then log in again)"
+            )
         case EBUSY:
             return Self.busy(path)
         case EISDIR:
-            return TransportError(.wrongKindOfFile, "\(path) is a directory, not a serial tty; serial: needs a device such as /dev/ttyACM0 or /dev/ttyUSB0")
+            return TransportError(
+                .wrongKindOfFile,
+                "\(path) is a directory, not a serial tty; serial: needs a device such as /dev/ttyACM0 or /dev/ttyUSB0"
+            )
         default:
             return TransportError(.openFailed, "could not open \(path): \(error)")
         }

@@ -39,11 +39,12 @@ public struct SerialSettings: Sendable, Hashable, CustomStringConvertible {
 
     /// The conventional short form of a character frame, e.g. "8N1".
     static func framing(_ dataBits: DataBits, _ parity: Parity, _ stopBits: StopBits) -> String {
-        let parityLetter = switch parity {
-        case .none: "N"
-        case .even: "E"
-        case .odd: "O"
-        }
+        let parityLetter =
+            switch parity {
+            case .none: "N"
+            case .even: "E"
+            case .odd: "O"
+            }
         return "\(dataBits.rawValue)\(parityLetter)\(stopBits.rawValue)"
     }
 

@@ -91,7 +91,7 @@ public struct SerialTransport: ByteStreamTransport {
     public static func currentSettings(descriptor: CInt) throws(TransportError) -> TerminalSettings {
         do {
             return TerminalSettings(try FileDescriptor(rawValue: descriptor).terminalAttributes())
-        } catch where error == .notATerminal {
+        } catch  where error == .notATerminal {
             throw TransportError(.wrongKindOfFile, "descriptor \(descriptor) is not a terminal")
         } catch {
             throw TransportError(.openFailed, "could not read the settings of descriptor \(descriptor): \(error)")

@@ -2,11 +2,11 @@ import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An in-process byte stream pair: each `open` makes a new `socketpair(AF_UNIX, SOCK_STREAM)`,
@@ -53,9 +53,9 @@ public struct SocketPairTransport: ByteStreamTransport {
     public static func makeSocketPair() throws -> (CInt, CInt) {
         var fds: [CInt] = [-1, -1]
         #if canImport(Glibc) || canImport(Musl)
-        let type = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
+            let type = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
         #else
-        let type = SOCK_STREAM
+            let type = SOCK_STREAM
         #endif
         let result = fds.withUnsafeMutableBufferPointer { socketpair(AF_UNIX, type, 0, $0.baseAddress) }
         guard result == 0 else {

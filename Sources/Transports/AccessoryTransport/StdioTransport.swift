@@ -41,7 +41,11 @@ public struct StdioTransport: ByteStreamTransport {
         let (standardInput, standardOutput) = (self.input, self.output)
         try self.checkUsable(standardInput, name: "stdin")
         try self.checkUsable(standardOutput, name: "stdout")
-        guard Self.inUse.withLock({ inUse in defer { inUse = true }; return !inUse }) else {
+        guard
+            Self.inUse.withLock({ inUse in
+                defer { inUse = true }; return !inUse
+            })
+        else {
             throw TransportError(.deviceBusy, "stdio is already in use by another stream of this process")
         }
         let savedFlags = (input: try? standardInput.statusFlags(), output: try? standardOutput.statusFlags())
@@ -78,7 +82,10 @@ public struct StdioTransport: ByteStreamTransport {
             restore()
             if let error = error as? IOError, error.errnoCode == EPERM {
                 // epoll refuses files that are always ready, such as /dev/null.
-                throw TransportError(.wrongKindOfFile, "stdin or stdout cannot be watched for readiness (is it /dev/null?); connect them to a pipe, socket or terminal")
+                throw TransportError(
+                    .wrongKindOfFile,
+                    "stdin or stdout cannot be watched for readiness (is it /dev/null?); connect them to a pipe, socket or terminal"
+                )
             }
             throw TransportError(.openFailed, "could not attach stdin and stdout to the event loop: \(error)")
         }
@@ -92,14 +99,23 @@ public struct StdioTransport: ByteStreamTransport {
         do {
             kind = try descriptor.kind()
         } catch {
-            throw TransportError(.openFailed, "\(name) is not open (\(error)); run this with \(name) connected to a pipe, socket or terminal")
+            throw TransportError(
+                .openFailed,
+                "\(name) is not open (\(error)); run this with \(name) connected to a pipe, socket or terminal"
+            )
         }
         switch kind {
         case .regularFile, .directory, .blockDevice, .symbolicLink:
-            throw TransportError(.wrongKindOfFile, "\(name) is \(kind), which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)")
+            throw TransportError(
+                .wrongKindOfFile,
+                "\(name) is \(kind), which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)"
+            )
         default:
             if descriptor.isNullDevice {
-                throw TransportError(.wrongKindOfFile, "\(name) is /dev/null, which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)")
+                throw TransportError(
+                    .wrongKindOfFile,
+                    "\(name) is /dev/null, which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)"
+                )
             }
         }
     }

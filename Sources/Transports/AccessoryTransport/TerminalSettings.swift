@@ -34,20 +34,23 @@ public struct TerminalSettings: Sendable, Hashable, CustomStringConvertible {
         let inputCooked = tcflag_t(IGNBRK | BRKINT | PARMRK | ISTRIP | INLCR | IGNCR | ICRNL | IXON)
         let outputCooked = tcflag_t(OPOST)
         let localCooked = tcflag_t(ECHO | ECHONL | ICANON | ISIG | IEXTEN)
-        self.isRaw = attributes.c_iflag & inputCooked == 0
+        self.isRaw =
+            attributes.c_iflag & inputCooked == 0
             && attributes.c_oflag & outputCooked == 0
             && attributes.c_lflag & localCooked == 0
         var copy = attributes
         self.inputBaudRate = BaudRate.rate(for: cfgetispeed(&copy))
         self.outputBaudRate = BaudRate.rate(for: cfgetospeed(&copy))
         let cflag = attributes.c_cflag
-        self.dataBits = switch cflag & tcflag_t(CSIZE) {
-        case tcflag_t(CS5): .five
-        case tcflag_t(CS6): .six
-        case tcflag_t(CS7): .seven
-        default: .eight
-        }
-        self.parity = if cflag & tcflag_t(PARENB) == 0 { .none } else if cflag & tcflag_t(PARODD) != 0 { .odd } else { .even }
+        self.dataBits =
+            switch cflag & tcflag_t(CSIZE) {
+            case tcflag_t(CS5): .five
+            case tcflag_t(CS6): .six
+            case tcflag_t(CS7): .seven
+            default: .eight
+            }
+        self.parity =
+            if cflag & tcflag_t(PARENB) == 0 { .none } else if cflag & tcflag_t(PARODD) != 0 { .odd } else { .even }
         self.stopBits = cflag & tcflag_t(CSTOPB) != 0 ? .two : .one
         self.flowControl = cflag & tcflag_t(CRTSCTS) != 0 ? .rtscts : .none
         self.ignoresModemControlLines = cflag & tcflag_t(CLOCAL) != 0
@@ -63,14 +66,22 @@ public struct TerminalSettings: Sendable, Hashable, CustomStringConvertible {
     /// ``SerialTransport`` can set.
     public var serialSettings: SerialSettings? {
         guard let baud = self.outputBaudRate else { return nil }
-        return SerialSettings(baudRate: baud, dataBits: self.dataBits, parity: self.parity, stopBits: self.stopBits, flowControl: self.flowControl)
+        return SerialSettings(
+            baudRate: baud,
+            dataBits: self.dataBits,
+            parity: self.parity,
+            stopBits: self.stopBits,
+            flowControl: self.flowControl
+        )
     }
 
     /// e.g. "raw, 115200 8N1, flow control none, CLOCAL, CREAD, VMIN=1, VTIME=0".
     public var description: String {
         let speed = self.outputBaudRate.map(String.init) ?? "unknown speed"
         let framing = SerialSettings.framing(self.dataBits, self.parity, self.stopBits)
-        var parts = [self.isRaw ? "raw" : "not raw (cooked)", "\(speed) \(framing)", "flow control \(self.flowControl.rawValue)"]
+        var parts = [
+            self.isRaw ? "raw" : "not raw (cooked)", "\(speed) \(framing)", "flow control \(self.flowControl.rawValue)",
+        ]
         if self.ignoresModemControlLines { parts.append("CLOCAL") }
         if self.receiverEnabled { parts.append("CREAD") }
         parts.append("VMIN=\(self.minimumReadBytes)")

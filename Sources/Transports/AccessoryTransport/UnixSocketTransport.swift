@@ -43,7 +43,10 @@ public struct UnixSocketTransport: ByteStreamTransport {
             throw self.translate(errno: error.rawValue, while: "looking for the socket")
         }
         guard kind == .socket else {
-            throw TransportError(.wrongKindOfFile, "\(self.path) is \(kind), not a unix socket; check the path of the accessory's socket")
+            throw TransportError(
+                .wrongKindOfFile,
+                "\(self.path) is \(kind), not a unix socket; check the path of the accessory's socket"
+            )
         }
     }
 
@@ -54,9 +57,15 @@ public struct UnixSocketTransport: ByteStreamTransport {
         case let error as IOError:
             return self.translate(errno: error.errnoCode, while: "connecting")
         case ChannelError.connectTimeout(let timeout):
-            return TransportError(.openTimedOut, "connecting to the socket \(self.path) did not finish within \(timeout.nanoseconds / 1_000_000) ms; is the accessory's server stuck?")
+            return TransportError(
+                .openTimedOut,
+                "connecting to the socket \(self.path) did not finish within \(timeout.nanoseconds / 1_000_000) ms; is the accessory's server stuck?"
+            )
         case SocketAddressError.unixDomainSocketPathTooLong:
-            return TransportError(.openFailed, "the socket path \(self.path) is longer than unix sockets allow (107 bytes); use a shorter path or a symbolic link to it")
+            return TransportError(
+                .openFailed,
+                "the socket path \(self.path) is longer than unix sockets allow (107 bytes); use a shorter path or a symbolic link to it"
+            )
         default:
             return TransportError(.openFailed, "could not connect to the socket \(self.path): \(error)")
         }
@@ -68,11 +77,20 @@ public struct UnixSocketTransport: ByteStreamTransport {
         case ENOENT, ENOTDIR:
             return TransportError(.deviceNotFound, "no socket at \(self.path); is the accessory's server running?")
         case ECONNREFUSED:
-            return TransportError(.openFailed, "nothing accepts connections on \(self.path) (connection refused); the server may have exited and left its socket file behind")
+            return TransportError(
+                .openFailed,
+                "nothing accepts connections on \(self.path) (connection refused); the server may have exited and left its socket file behind"
+            )
         case EACCES, EPERM:
-            return TransportError(.permissionDenied, "no permission to connect to \(self.path) (\(reason)); you need write permission on the socket and search permission on its directories")
+            return TransportError(
+                .permissionDenied,
+                "no permission to connect to \(self.path) (\(reason)); you need write permission on the socket and search permission on its directories"
+            )
         case EAGAIN:
-            return TransportError(.deviceBusy, "the server on \(self.path) is not accepting connections fast enough (its backlog is full); try again")
+            return TransportError(
+                .deviceBusy,
+                "the server on \(self.path) is not accepting connections fast enough (its backlog is full); try again"
+            )
         default:
             return TransportError(.openFailed, "\(action) \(self.path) failed: \(reason)")
         }

@@ -1,9 +1,9 @@
 import CLibUSB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 // Thin typed wrappers over libusb-1.0: each owns one libusb object and frees it exactly once,
@@ -136,21 +136,25 @@ final class LibUSBDevice: @unchecked Sendable {
                 if let list = setting.endpoint {
                     for endpointIndex in 0..<Int(setting.bNumEndpoints) {
                         let endpoint = list[endpointIndex]
-                        endpoints.append(USBEndpointDescription(
-                            address: endpoint.bEndpointAddress,
-                            attributes: endpoint.bmAttributes,
-                            maxPacketSize: Int(endpoint.wMaxPacketSize & 0x07FF)
-                        ))
+                        endpoints.append(
+                            USBEndpointDescription(
+                                address: endpoint.bEndpointAddress,
+                                attributes: endpoint.bmAttributes,
+                                maxPacketSize: Int(endpoint.wMaxPacketSize & 0x07FF)
+                            )
+                        )
                     }
                 }
-                settings.append(USBInterfaceDescription(
-                    interfaceNumber: Int(setting.bInterfaceNumber),
-                    alternateSetting: Int(setting.bAlternateSetting),
-                    classCode: setting.bInterfaceClass,
-                    subclass: setting.bInterfaceSubClass,
-                    protocolCode: setting.bInterfaceProtocol,
-                    endpoints: endpoints
-                ))
+                settings.append(
+                    USBInterfaceDescription(
+                        interfaceNumber: Int(setting.bInterfaceNumber),
+                        alternateSetting: Int(setting.bAlternateSetting),
+                        classCode: setting.bInterfaceClass,
+                        subclass: setting.bInterfaceSubClass,
+                        protocolCode: setting.bInterfaceProtocol,
+                        endpoints: endpoints
+                    )
+                )
             }
         }
         return settings

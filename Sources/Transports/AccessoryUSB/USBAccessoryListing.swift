@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// One attached USB device as `accessory-http list` shows it.
@@ -16,7 +16,15 @@ public struct USBAccessoryInfo: Sendable, Hashable {
     /// Whether this process may open the device node for reading and writing.
     public var accessible: Bool
 
-    public init(vendorID: UInt16, productID: UInt16, serialNumber: String?, portPath: String, deviceNode: String, interfaces: [USBLinkInterface], accessible: Bool) {
+    public init(
+        vendorID: UInt16,
+        productID: UInt16,
+        serialNumber: String?,
+        portPath: String,
+        deviceNode: String,
+        interfaces: [USBLinkInterface],
+        accessible: Bool
+    ) {
         self.vendorID = vendorID
         self.productID = productID
         self.serialNumber = serialNumber
@@ -40,7 +48,8 @@ public struct USBAccessoryInfo: Sendable, Hashable {
     /// What to do when ``accessible`` is false.
     public var permissionHint: String? {
         guard !self.accessible else { return nil }
-        return "no permission to open \(self.deviceNode): install the udev rules (sudo udev/install, udev/71-accessory-http-usb.rules; add this VID:PID if it is not listed there), then replug"
+        return
+            "no permission to open \(self.deviceNode): install the udev rules (sudo udev/install, udev/71-accessory-http-usb.rules; add this VID:PID if it is not listed there), then replug"
     }
 }
 
@@ -60,10 +69,17 @@ public enum USBAccessoryListing {
             if serial == nil && accessible, let handle = try? device.open() {
                 serial = handle.asciiString(index: descriptor.iSerialNumber)
             }
-            found.append(USBAccessoryInfo(
-                vendorID: descriptor.idVendor, productID: descriptor.idProduct, serialNumber: serial,
-                portPath: device.portPath, deviceNode: node, interfaces: interfaces, accessible: accessible
-            ))
+            found.append(
+                USBAccessoryInfo(
+                    vendorID: descriptor.idVendor,
+                    productID: descriptor.idProduct,
+                    serialNumber: serial,
+                    portPath: device.portPath,
+                    deviceNode: node,
+                    interfaces: interfaces,
+                    accessible: accessible
+                )
+            )
         }
         return found.sorted { $0.portPath < $1.portPath }
     }
@@ -71,11 +87,13 @@ public enum USBAccessoryListing {
     /// One block per device, for people.
     public static func renderText(_ accessories: [USBAccessoryInfo]) -> String {
         guard !accessories.isEmpty else {
-            return "No USB accessories found (no device has a vendor-specific or IPP-over-USB interface with a bulk IN/OUT pair).\n"
+            return
+                "No USB accessories found (no device has a vendor-specific or IPP-over-USB interface with a bulk IN/OUT pair).\n"
         }
         var text = ""
         for accessory in accessories {
-            text += "\(accessory.id)  port \(accessory.portPath)  serial \(accessory.serialNumber ?? "-")  \(accessory.deviceNode)\n"
+            text +=
+                "\(accessory.id)  port \(accessory.portPath)  serial \(accessory.serialNumber ?? "-")  \(accessory.deviceNode)\n"
             text += "  spec: \(accessory.deviceSpec)\n"
             for interface in accessory.interfaces { text += "  \(interface)\n" }
             if accessory.interfaces.isEmpty { text += "  no qualifying interface\n" }
@@ -111,7 +129,8 @@ public enum USBAccessoryListing {
             let interfaces = accessory.interfaces.map { interface in
                 "{\"number\":\(interface.interfaceNumber),\"alternateSetting\":\(interface.alternateSetting),\"class\":\(string(interface.interfaceClass.description)),\"in\":\(interface.input.address),\"out\":\(interface.output.address),\"maxPacketSize\":\(interface.output.maxPacketSize)}"
             }
-            return "{\"id\":\(string(accessory.id)),\"vendorID\":\(accessory.vendorID),\"productID\":\(accessory.productID),\"serialNumber\":\(string(accessory.serialNumber)),\"port\":\(string(accessory.portPath)),\"deviceNode\":\(string(accessory.deviceNode)),\"spec\":\(string(accessory.deviceSpec)),\"accessible\":\(accessory.accessible),\"hint\":\(string(accessory.permissionHint)),\"interfaces\":[\(interfaces.joined(separator: ","))]}"
+            return
+                "{\"id\":\(string(accessory.id)),\"vendorID\":\(accessory.vendorID),\"productID\":\(accessory.productID),\"serialNumber\":\(string(accessory.serialNumber)),\"port\":\(string(accessory.portPath)),\"deviceNode\":\(string(accessory.deviceNode)),\"spec\":\(string(accessory.deviceSpec)),\"accessible\":\(accessory.accessible),\"hint\":\(string(accessory.permissionHint)),\"interfaces\":[\(interfaces.joined(separator: ","))]}"
         }
         return "[" + objects.joined(separator: ",") + "]\n"
     }

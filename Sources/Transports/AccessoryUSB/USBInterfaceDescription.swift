@@ -81,7 +81,11 @@ public struct USBInterfaceDescription: Sendable, Hashable {
     public var endpoints: [USBEndpointDescription]
 
     public init(
-        interfaceNumber: Int, alternateSetting: Int, classCode: UInt8, subclass: UInt8, protocolCode: UInt8,
+        interfaceNumber: Int,
+        alternateSetting: Int,
+        classCode: UInt8,
+        subclass: UInt8,
+        protocolCode: UInt8,
         endpoints: [USBEndpointDescription]
     ) {
         self.interfaceNumber = interfaceNumber
@@ -134,17 +138,31 @@ public struct USBInterfaceCriteria: Sendable, Hashable {
     /// lowest alternate setting that has a bulk IN and a bulk OUT endpoint.
     public func qualifying(_ settings: [USBInterfaceDescription]) -> [USBLinkInterface] {
         var chosen: [Int: USBLinkInterface] = [:]
-        for setting in settings.sorted(by: { ($0.interfaceNumber, $0.alternateSetting) < ($1.interfaceNumber, $1.alternateSetting) }) {
+        for setting in settings.sorted(by: {
+            ($0.interfaceNumber, $0.alternateSetting) < ($1.interfaceNumber, $1.alternateSetting)
+        }) {
             guard chosen[setting.interfaceNumber] == nil, let pair = setting.bulkPair else { continue }
             if let number = self.interfaceNumber {
                 guard setting.interfaceNumber == number else { continue }
             } else {
-                guard self.classes.contains(where: { $0.matches(classCode: setting.classCode, subclass: setting.subclass, protocolCode: setting.protocolCode) }) else { continue }
+                guard
+                    self.classes.contains(where: {
+                        $0.matches(
+                            classCode: setting.classCode,
+                            subclass: setting.subclass,
+                            protocolCode: setting.protocolCode
+                        )
+                    })
+                else { continue }
             }
             chosen[setting.interfaceNumber] = USBLinkInterface(
                 interfaceNumber: setting.interfaceNumber,
                 alternateSetting: setting.alternateSetting,
-                interfaceClass: USBInterfaceClass(classCode: setting.classCode, subclass: setting.subclass, protocolCode: setting.protocolCode),
+                interfaceClass: USBInterfaceClass(
+                    classCode: setting.classCode,
+                    subclass: setting.subclass,
+                    protocolCode: setting.protocolCode
+                ),
                 input: pair.input,
                 output: pair.output
             )

@@ -4,9 +4,9 @@ import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// One libusb transfer and its buffer.
@@ -76,7 +76,8 @@ final class USBLinkBridge: Sendable {
     private let inputReady = DispatchSemaphore(value: 0)
     private let outputFree = DispatchSemaphore(value: 0)
 
-    init(handle: LibUSBDeviceHandle, interface: USBLinkInterface, policy: USBTransferPolicy, name: String, socket: CInt) {
+    init(handle: LibUSBDeviceHandle, interface: USBLinkInterface, policy: USBTransferPolicy, name: String, socket: CInt)
+    {
         self.handle = handle
         self.interface = interface
         self.policy = policy
@@ -135,7 +136,10 @@ final class USBLinkBridge: Sendable {
         } catch {
             // Without its threads the bridge cannot run; nothing was handed out yet.
             self.fail("could not start the USB threads: \(error)")
-            throw TransportError(.openFailed, "could not start the USB threads for \(self.name): errno \(error.rawValue)")
+            throw TransportError(
+                .openFailed,
+                "could not start the USB threads for \(self.name): errno \(error.rawValue)"
+            )
         }
     }
 
@@ -146,13 +150,27 @@ final class USBLinkBridge: Sendable {
         let endpoint = slot.isInput ? self.interface.input.address : self.interface.output.address
         let timeout = slot.isInput ? 0 : self.policy.writeTimeoutMilliseconds
         let context = Unmanaged.passUnretained(slot).toOpaque()
-        libusb_fill_bulk_transfer(slot.transfer, self.handle.pointer, endpoint, slot.buffer, Int32(length), { transfer in
-            guard let transfer, let context = transfer.pointee.user_data else { return }
-            let slot = Unmanaged<TransferSlot>.fromOpaque(context).takeUnretainedValue()
-            slot.bridge?.completed(slot)
-        }, context, timeout)
+        libusb_fill_bulk_transfer(
+            slot.transfer,
+            self.handle.pointer,
+            endpoint,
+            slot.buffer,
+            Int32(length),
+            { transfer in
+                guard let transfer, let context = transfer.pointee.user_data else { return }
+                let slot = Unmanaged<TransferSlot>.fromOpaque(context).takeUnretainedValue()
+                slot.bridge?.completed(slot)
+            },
+            context,
+            timeout
+        )
         var flags: UInt8 = 0
-        if !slot.isInput && self.policy.needsZeroLengthPacket(afterWriting: length, maxPacketSize: self.interface.output.maxPacketSize) {
+        if !slot.isInput
+            && self.policy.needsZeroLengthPacket(
+                afterWriting: length,
+                maxPacketSize: self.interface.output.maxPacketSize
+            )
+        {
             flags |= UInt8(LIBUSB_TRANSFER_ADD_ZERO_PACKET.rawValue)
         }
         slot.transfer.pointee.flags = flags
@@ -192,14 +210,17 @@ final class USBLinkBridge: Sendable {
         case LIBUSB_TRANSFER_NO_DEVICE:
             problem = "the USB device \(self.name) was disconnected (LIBUSB_TRANSFER_NO_DEVICE while \(direction) it)"
         case LIBUSB_TRANSFER_STALL:
-            problem = "endpoint 0x\(String(endpoint, radix: 16)) of \(self.name) stalled while \(direction) it; the halt was cleared and the link must be reopened"
+            problem =
+                "endpoint 0x\(String(endpoint, radix: 16)) of \(self.name) stalled while \(direction) it; the halt was cleared and the link must be reopened"
             halted = endpoint
         case LIBUSB_TRANSFER_TIMED_OUT:
-            problem = "\(direction) \(self.name) timed out after \(self.policy.writeTimeoutMilliseconds) ms (the device stopped reading)"
+            problem =
+                "\(direction) \(self.name) timed out after \(self.policy.writeTimeoutMilliseconds) ms (the device stopped reading)"
         case LIBUSB_TRANSFER_OVERFLOW:
             problem = "the device \(self.name) sent more than was asked for (LIBUSB_TRANSFER_OVERFLOW)"
         default:
-            problem = "\(direction) \(self.name) failed (\(status == LIBUSB_TRANSFER_ERROR ? "LIBUSB_TRANSFER_ERROR" : "libusb transfer status \(status.rawValue)"))"
+            problem =
+                "\(direction) \(self.name) failed (\(status == LIBUSB_TRANSFER_ERROR ? "LIBUSB_TRANSFER_ERROR" : "libusb transfer status \(status.rawValue)"))"
         }
         let wake: Bool = self.state.withLock { state in
             state.inFlight -= 1
@@ -244,7 +265,9 @@ final class USBLinkBridge: Sendable {
         var closedAt: ContinuousClock.Instant?
         while true {
             _ = self.handle.device.context.handleEvents(milliseconds: 100)
-            let (closing, inFlight, threadsDone) = self.state.withLock { ($0.closing, $0.inFlight, $0.writerDone && $0.deliveryDone) }
+            let (closing, inFlight, threadsDone) = self.state.withLock {
+                ($0.closing, $0.inFlight, $0.writerDone && $0.deliveryDone)
+            }
             guard closing else { continue }
             if inFlight == 0 && threadsDone { break }
             let started = closedAt ?? clock.now
@@ -282,9 +305,11 @@ final class USBLinkBridge: Sendable {
         defer { self.state.withLock { $0.writerDone = true } }
         while true {
             self.outputFree.wait()
-            guard let slot = self.state.withLock({ state -> TransferSlot? in
-                state.closing ? nil : state.freeOutputs.popLast()
-            }) else {
+            guard
+                let slot = self.state.withLock({ state -> TransferSlot? in
+                    state.closing ? nil : state.freeOutputs.popLast()
+                })
+            else {
                 if self.state.withLock({ $0.closing }) { return }
                 continue
             }
@@ -298,13 +323,17 @@ final class USBLinkBridge: Sendable {
             }
             if count < 0 {
                 let reason = String(cString: strerror(errno))
-                self.fail(self.state.withLock { $0.closing } ? nil : "reading the socket of \(self.name) failed: \(reason)")
+                self.fail(
+                    self.state.withLock { $0.closing } ? nil : "reading the socket of \(self.name) failed: \(reason)"
+                )
                 return
             }
             if let error = self.submit(slot, length: count) {
-                self.fail(error == .noDevice
-                    ? "the USB device \(self.name) was disconnected (\(error.name))"
-                    : "could not write to \(self.name): \(error)")
+                self.fail(
+                    error == .noDevice
+                        ? "the USB device \(self.name) was disconnected (\(error.name))"
+                        : "could not write to \(self.name): \(error)"
+                )
                 return
             }
         }
@@ -315,9 +344,11 @@ final class USBLinkBridge: Sendable {
         defer { self.state.withLock { $0.deliveryDone = true } }
         while true {
             self.inputReady.wait()
-            guard let slot = self.state.withLock({ state -> TransferSlot? in
-                state.closing || state.completedInputs.isEmpty ? nil : state.completedInputs.removeFirst()
-            }) else {
+            guard
+                let slot = self.state.withLock({ state -> TransferSlot? in
+                    state.closing || state.completedInputs.isEmpty ? nil : state.completedInputs.removeFirst()
+                })
+            else {
                 if self.state.withLock({ $0.closing }) { return }
                 continue
             }
@@ -344,9 +375,11 @@ final class USBLinkBridge: Sendable {
                 }
             }
             if let error = self.submit(slot, length: slot.capacity) {
-                self.fail(error == .noDevice
-                    ? "the USB device \(self.name) was disconnected (\(error.name))"
-                    : "could not read from \(self.name): \(error)")
+                self.fail(
+                    error == .noDevice
+                        ? "the USB device \(self.name) was disconnected (\(error.name))"
+                        : "could not read from \(self.name): \(error)"
+                )
                 return
             }
         }
@@ -359,11 +392,16 @@ final class USBLinkBridge: Sendable {
         }
         let context = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
-            return nil
-        }, context)
+        let result = pthread_create(
+            &thread,
+            nil,
+            { context in
+                guard let context else { return nil }
+                Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
+                return nil
+            },
+            context
+        )
         guard result == 0 else {
             Unmanaged<Box>.fromOpaque(context).release()
             throw USBThreadError(rawValue: result)

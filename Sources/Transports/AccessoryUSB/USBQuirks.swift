@@ -26,7 +26,9 @@ public struct USBQuirks: Sendable, Hashable {
     public init() {}
 
     /// The keys a `[usb VID:PID]` section accepts.
-    public static let keys = ["zlp", "max-transfer-size", "claim-delay", "title-case-headers", "max-interfaces", "interface-class"]
+    public static let keys = [
+        "zlp", "max-transfer-size", "claim-delay", "title-case-headers", "max-interfaces", "interface-class",
+    ]
 
     /// Sets one `key = value` line of a `[usb VID:PID]` section.
     ///
@@ -57,7 +59,9 @@ public struct USBQuirks: Sendable, Hashable {
             for part in value.split(separator: ",") {
                 let text = part.trimmingCharacters(in: " \t")
                 guard let parsed = USBInterfaceClass(parsing: text) else {
-                    throw USBQuirkError("interface-class must be CC/SS/PP in hex, * for any (e.g. ff/48/01 or 07/01/04), not \"\(text)\"")
+                    throw USBQuirkError(
+                        "interface-class must be CC/SS/PP in hex, * for any (e.g. ff/48/01 or 07/01/04), not \"\(text)\""
+                    )
                 }
                 classes.append(parsed)
             }

@@ -4,9 +4,9 @@ import NIOCore
 import NIOPosix
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// A USB accessory's bulk endpoints as a byte stream pair, through libusb-1.0.
@@ -72,7 +72,13 @@ public struct USBTransport: ByteStreamTransport {
         }
         let (local, remote) = try SocketPairTransport.makeSocketPair()
         let name = "\(self.selector) on port \(handle.device.portPath) (\(interface))"
-        let bridge = USBLinkBridge(handle: handle, interface: interface, policy: self.configuration.transfers, name: "\(self.selector)", socket: remote)
+        let bridge = USBLinkBridge(
+            handle: handle,
+            interface: interface,
+            policy: self.configuration.transfers,
+            name: "\(self.selector)",
+            socket: remote
+        )
         do {
             try bridge.start()
         } catch {
@@ -115,7 +121,9 @@ public struct USBTransport: ByteStreamTransport {
             else { return false }
             if let port = selector.portPath, device.portPath != port { return false }
             if let serial = selector.serialNumber {
-                let actual = device.sysfsSerialNumber ?? (try? device.open()).flatMap { $0.asciiString(index: descriptor.iSerialNumber) }
+                let actual =
+                    device.sysfsSerialNumber
+                    ?? (try? device.open()).flatMap { $0.asciiString(index: descriptor.iSerialNumber) }
                 if actual != serial { return false }
             }
             return true
@@ -124,11 +132,17 @@ public struct USBTransport: ByteStreamTransport {
             var narrowing = ""
             if let serial = selector.serialNumber { narrowing += " with serial number \(serial)" }
             if let port = selector.portPath { narrowing += " on port \(port)" }
-            throw TransportError(.deviceNotFound, "no USB device \(selector)\(narrowing) is attached (see `accessory-http list`; under a VM or container, check the device is passed through)")
+            throw TransportError(
+                .deviceNotFound,
+                "no USB device \(selector)\(narrowing) is attached (see `accessory-http list`; under a VM or container, check the device is passed through)"
+            )
         }
         guard matching.count == 1 else {
             let ports = matching.map { "port=\($0.portPath)" + ($0.sysfsSerialNumber.map { " serial=\($0)" } ?? "") }
-            throw TransportError(.openFailed, "\(matching.count) USB devices \(selector) are attached (\(ports.joined(separator: ", "))); choose one with ?serial=… or ?port=…")
+            throw TransportError(
+                .openFailed,
+                "\(matching.count) USB devices \(selector) are attached (\(ports.joined(separator: ", "))); choose one with ?serial=… or ?port=…"
+            )
         }
         let settings: [USBInterfaceDescription]
         do {
@@ -136,18 +150,28 @@ public struct USBTransport: ByteStreamTransport {
         } catch {
             throw TransportError(.openFailed, "could not read the configuration of USB device \(selector): \(error)")
         }
-        let criteria = USBInterfaceCriteria(interfaceNumber: selector.interfaceNumber, classes: self.configuration.interfaceClasses)
+        let criteria = USBInterfaceCriteria(
+            interfaceNumber: selector.interfaceNumber,
+            classes: self.configuration.interfaceClasses
+        )
         let interfaces = criteria.qualifying(settings).prefix(max(1, self.configuration.maxInterfaces))
         guard !interfaces.isEmpty else {
-            let which = selector.interfaceNumber.map { "interface \($0) has no bulk IN and OUT endpoint pair" }
+            let which =
+                selector.interfaceNumber.map { "interface \($0) has no bulk IN and OUT endpoint pair" }
                 ?? "no interface of class \(self.configuration.interfaceClasses.map(\.description).joined(separator: ", ")) has a bulk IN and OUT endpoint pair"
-            throw TransportError(.openFailed, "USB device \(selector) on port \(device.portPath): \(which); name one with ?interface=N")
+            throw TransportError(
+                .openFailed,
+                "USB device \(selector) on port \(device.portPath): \(which); name one with ?interface=N"
+            )
         }
         let handle: LibUSBDeviceHandle
         do {
             handle = try device.open()
         } catch let error where error == .access {
-            throw TransportError(.permissionDenied, "no permission to open USB device \(selector) (\(device.deviceNode)): install the udev rules (sudo udev/install; see docs/usb.md), then replug the device")
+            throw TransportError(
+                .permissionDenied,
+                "no permission to open USB device \(selector) (\(device.deviceNode)): install the udev rules (sudo udev/install; see docs/usb.md), then replug the device"
+            )
         } catch let error where error == .noDevice {
             throw TransportError(.deviceNotFound, "USB device \(selector) went away while opening it")
         } catch {
@@ -164,7 +188,10 @@ public struct USBTransport: ByteStreamTransport {
                 break
             }
             do {
-                try handle.setAlternateSetting(interface: interface.interfaceNumber, setting: interface.alternateSetting)
+                try handle.setAlternateSetting(
+                    interface: interface.interfaceNumber,
+                    setting: interface.alternateSetting
+                )
             } catch {
                 handle.releaseInterface(interface.interfaceNumber)
                 throw TransportError(.openFailed, "could not select \(interface) of USB device \(selector): \(error)")
@@ -172,11 +199,20 @@ public struct USBTransport: ByteStreamTransport {
             return (handle, interface)
         }
         if lastError == .busy {
-            throw TransportError(.deviceBusy, "every qualifying interface of USB device \(selector) is claimed (by another program, or by this one's other links); close the other program or raise max-interfaces")
+            throw TransportError(
+                .deviceBusy,
+                "every qualifying interface of USB device \(selector) is claimed (by another program, or by this one's other links); close the other program or raise max-interfaces"
+            )
         }
         if lastError == .access {
-            throw TransportError(.permissionDenied, "no permission to claim USB device \(selector) (\(device.deviceNode)): install the udev rules (sudo udev/install; see docs/usb.md)")
+            throw TransportError(
+                .permissionDenied,
+                "no permission to claim USB device \(selector) (\(device.deviceNode)): install the udev rules (sudo udev/install; see docs/usb.md)"
+            )
         }
-        throw TransportError(.openFailed, "could not claim an interface of USB device \(selector): \(lastError.map(\.description) ?? "unknown error")")
+        throw TransportError(
+            .openFailed,
+            "could not claim an interface of USB device \(selector): \(lastError.map(\.description) ?? "unknown error")"
+        )
     }
 }

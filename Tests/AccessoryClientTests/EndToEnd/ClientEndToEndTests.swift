@@ -144,7 +144,10 @@ struct ClientEndToEndTests {
         let client = makeEmulatorClient()
         defer { Task { await client.shutdown() } }
         let (head, body) = try await client.data(
-            AccessoryRequest(path: "/basic-auth/admin/secret", credentials: Credentials(user: "admin", password: "secret"))
+            AccessoryRequest(
+                path: "/basic-auth/admin/secret",
+                credentials: Credentials(user: "admin", password: "secret")
+            )
         )
         #expect(head.status == .ok)
         #expect(try jsonObject(body)["authenticated"] as? Bool == true)
@@ -155,7 +158,10 @@ struct ClientEndToEndTests {
         let client = makeEmulatorClient()
         defer { Task { await client.shutdown() } }
         let (head, _) = try await client.data(
-            AccessoryRequest(path: "/basic-auth/admin/secret", credentials: Credentials(user: "admin", password: "nope"))
+            AccessoryRequest(
+                path: "/basic-auth/admin/secret",
+                credentials: Credentials(user: "admin", password: "nope")
+            )
         )
         #expect(head.status == .unauthorized)
         let (next, _) = try await client.data(AccessoryRequest(path: "/status"))
@@ -166,7 +172,9 @@ struct ClientEndToEndTests {
     func digestAuthentication(algorithm: String) async throws {
         let client = makeEmulatorClient()
         defer { Task { await client.shutdown() } }
-        let request = try AccessoryRequest(url: "accessory://user:p%40ss@emulator/digest-auth/auth/user/p@ss/\(algorithm)")
+        let request = try AccessoryRequest(
+            url: "accessory://user:p%40ss@emulator/digest-auth/auth/user/p@ss/\(algorithm)"
+        )
         let (head, body) = try await client.data(request)
         #expect(head.status == .ok)
         #expect(try jsonObject(body)["user"] as? String == "user")
@@ -237,7 +245,8 @@ struct ClientEndToEndTests {
         for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 7 &+ index >> 11) }
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         let last = Mutex<TransferProgress?>(nil)
-        let (head, body) = try await client.upload(AccessoryRequest(method: .post, path: "/upload"), fromFile: path) { progress in
+        let (head, body) = try await client.upload(AccessoryRequest(method: .post, path: "/upload"), fromFile: path) {
+            progress in
             last.withLock { $0 = progress }
         }
         #expect(head.status == .ok)

@@ -38,7 +38,8 @@ import Testing
         var state = AuthenticationState()
         #expect(
             await state.next(request: Self.request, response: Self.unauthorized(#"Basic realm="device""#))
-                == .giveUp(.noCredentials(realm: "device")))
+                == .giveUp(.noCredentials(realm: "device"))
+        )
     }
 
     @Test func providerAskedAfterConfiguredCredentialsFail() async throws {
@@ -56,7 +57,9 @@ import Testing
 
     @Test func digestPreferredAndSHA256Chosen() async throws {
         var state = AuthenticationState(
-            credentials: DigestAuthorizationTests.mufasa, cnonce: { DigestAuthorizationTests.rfc7616CNonce })
+            credentials: DigestAuthorizationTests.mufasa,
+            cnonce: { DigestAuthorizationTests.rfc7616CNonce }
+        )
         let nonce = DigestAuthorizationTests.rfc7616Nonce
         let opaque = DigestAuthorizationTests.rfc7616Opaque
         let response = Self.unauthorized(
@@ -72,7 +75,9 @@ import Testing
         #expect(value.contains(#"opaque="\#(opaque)""#))
 
         // Later requests to the same accessory reuse the nonce with an incremented nc.
-        let following = state.authorize(HTTPRequest(method: .get, scheme: nil, authority: "accessory", path: "/other?q=1"))
+        let following = state.authorize(
+            HTTPRequest(method: .get, scheme: nil, authority: "accessory", path: "/other?q=1")
+        )
         #expect(following.headerFields[.authorization]?.contains("nc=00000002") == true)
         #expect(following.headerFields[.authorization]?.contains(#"uri="/other?q=1""#) == true)
         // ...but never another accessory.
@@ -88,31 +93,55 @@ import Testing
         }
         var state = AuthenticationState(provider: provider, cnonce: { "c" })
         let first = try Self.retried(
-            await state.next(request: Self.request, response: Self.unauthorized(#"Digest realm="r", nonce="1", qop=auth"#)))
+            await state.next(
+                request: Self.request,
+                response: Self.unauthorized(#"Digest realm="r", nonce="1", qop=auth"#)
+            )
+        )
         #expect(first.headerFields[.authorization]?.contains(#"nonce="1""#) == true)
         let second = try Self.retried(
-            await state.next(request: first, response: Self.unauthorized(#"Digest realm="r", nonce="2", qop=auth, stale=TRUE"#)))
+            await state.next(
+                request: first,
+                response: Self.unauthorized(#"Digest realm="r", nonce="2", qop=auth, stale=TRUE"#)
+            )
+        )
         #expect(second.headerFields[.authorization]?.contains(#"nonce="2""#) == true)
         #expect(second.headerFields[.authorization]?.contains("nc=00000001") == true)
         #expect(await counter.value == 1)
         // stale again with the same nonce is not progress: give up.
         #expect(
-            await state.next(request: second, response: Self.unauthorized(#"Digest realm="r", nonce="2", qop=auth, stale=true"#))
-                == .giveUp(.credentialsRejected(user: "u")))
+            await state.next(
+                request: second,
+                response: Self.unauthorized(#"Digest realm="r", nonce="2", qop=auth, stale=true"#)
+            )
+                == .giveUp(.credentialsRejected(user: "u"))
+        )
     }
 
     @Test func unsupportedChallenges() async {
         var state = AuthenticationState(credentials: Credentials(user: "u", password: "p"))
         #expect(
-            await state.next(request: Self.request, response: Self.unauthorized(#"Digest realm="r", nonce="n", algorithm=SHA-512-256"#))
-                == .giveUp(.unsupportedAlgorithm("SHA-512-256")))
+            await state.next(
+                request: Self.request,
+                response: Self.unauthorized(#"Digest realm="r", nonce="n", algorithm=SHA-512-256"#)
+            )
+                == .giveUp(.unsupportedAlgorithm("SHA-512-256"))
+        )
         #expect(
-            await state.next(request: Self.request, response: Self.unauthorized(#"Digest realm="r", nonce="n", qop="auth-int""#))
-                == .giveUp(.unsupportedQOP("auth-int")))
+            await state.next(
+                request: Self.request,
+                response: Self.unauthorized(#"Digest realm="r", nonce="n", qop="auth-int""#)
+            )
+                == .giveUp(.unsupportedQOP("auth-int"))
+        )
         #expect(
             await state.next(request: Self.request, response: Self.unauthorized("Negotiate abc==", "Bearer"))
-                == .giveUp(.unsupportedScheme(["negotiate", "bearer"])))
-        #expect(await state.next(request: Self.request, response: HTTPResponse(status: .unauthorized)) == .giveUp(.noChallenge))
+                == .giveUp(.unsupportedScheme(["negotiate", "bearer"]))
+        )
+        #expect(
+            await state.next(request: Self.request, response: HTTPResponse(status: .unauthorized))
+                == .giveUp(.noChallenge)
+        )
     }
 
     @Test func unknownDigestFallsBackToBasic() async throws {
@@ -120,14 +149,19 @@ import Testing
         let retry = try Self.retried(
             await state.next(
                 request: Self.request,
-                response: Self.unauthorized(#"Digest realm="r", nonce="n", algorithm=SHA-512-256, Basic realm="r""#)))
+                response: Self.unauthorized(#"Digest realm="r", nonce="n", algorithm=SHA-512-256, Basic realm="r""#)
+            )
+        )
         #expect(retry.headerFields[.authorization] == "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==")
     }
 
     @Test func preemptiveBasicIsOptIn() {
         var off = AuthenticationState(credentials: Credentials(user: "Aladdin", password: "open sesame"))
         #expect(off.authorize(Self.request).headerFields[.authorization] == nil)
-        var on = AuthenticationState(credentials: Credentials(user: "Aladdin", password: "open sesame"), preemptiveBasic: true)
+        var on = AuthenticationState(
+            credentials: Credentials(user: "Aladdin", password: "open sesame"),
+            preemptiveBasic: true
+        )
         #expect(on.authorize(Self.request).headerFields[.authorization] == "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==")
     }
 

@@ -12,7 +12,10 @@ import Testing
 
     @Test func basicIsUTF8() throws {
         // RFC 7617 §2.1 example: "test" / "123£".
-        #expect(try BasicAuthorization.value(for: Credentials(user: "test", password: "123\u{A3}")) == "Basic dGVzdDoxMjPCow==")
+        #expect(
+            try BasicAuthorization.value(for: Credentials(user: "test", password: "123\u{A3}"))
+                == "Basic dGVzdDoxMjPCow=="
+        )
     }
 
     @Test func basicRejectsColonInUser() {

@@ -4,7 +4,12 @@ import Testing
 @testable import AccessoryClient
 
 @Suite struct RedirectStateTests {
-    static func request(_ path: String, method: HTTPRequest.Method = .get, scheme: String? = nil, authority: String = "accessory")
+    static func request(
+        _ path: String,
+        method: HTTPRequest.Method = .get,
+        scheme: String? = nil,
+        authority: String = "accessory"
+    )
         -> HTTPRequest
     {
         HTTPRequest(method: method, scheme: scheme, authority: authority, path: path)
@@ -58,7 +63,9 @@ import Testing
         start.headerFields[.transferEncoding] = "chunked"
         start.headerFields[.accept] = "*/*"
         var state = RedirectState(policy: .default, initialRequest: start)
-        let next = try Self.followed(state.next(request: start, response: Self.redirect(status, to: "/done"), hadBody: true))
+        let next = try Self.followed(
+            state.next(request: start, response: Self.redirect(status, to: "/done"), hadBody: true)
+        )
         #expect(next.request.method == .get)
         #expect(next.request.path == "/done")
         #expect(next.dropBody && !next.needsBodyReplay)
@@ -81,7 +88,9 @@ import Testing
         start.headerFields[.contentLength] = "5"
         var state = RedirectState(policy: .default, initialRequest: start)
         // Pointing at its own URL is the usual post/redirect/get pattern, not a cycle.
-        let next = try Self.followed(state.next(request: start, response: Self.redirect(303, to: "/form"), hadBody: true))
+        let next = try Self.followed(
+            state.next(request: start, response: Self.redirect(303, to: "/form"), hadBody: true)
+        )
         #expect(next.request.method == .get)
         #expect(next.request.path == "/form")
         #expect(next.dropBody && !next.needsBodyReplay)
@@ -100,13 +109,17 @@ import Testing
         var start = Self.request("/upload", method: .post)
         start.headerFields[.contentLength] = "5"
         var state = RedirectState(policy: .default, initialRequest: start)
-        let next = try Self.followed(state.next(request: start, response: Self.redirect(status, to: "/upload2"), hadBody: true))
+        let next = try Self.followed(
+            state.next(request: start, response: Self.redirect(status, to: "/upload2"), hadBody: true)
+        )
         #expect(next.request.method == .post)
         #expect(next.request.headerFields[.contentLength] == "5")
         #expect(!next.dropBody && next.needsBodyReplay)
         // Without a body nothing needs replaying.
         var bodiless = RedirectState(policy: .default, initialRequest: start)
-        let plain = try Self.followed(bodiless.next(request: start, response: Self.redirect(status, to: "/x"), hadBody: false))
+        let plain = try Self.followed(
+            bodiless.next(request: start, response: Self.redirect(status, to: "/x"), hadBody: false)
+        )
         #expect(!plain.dropBody && !plain.needsBodyReplay)
     }
 
@@ -114,37 +127,47 @@ import Testing
         var request = Self.request("/redirect/0")
         var state = RedirectState(policy: RedirectPolicy(maxRedirects: 3), initialRequest: request)
         for hop in 1...3 {
-            let next = try Self.followed(state.next(request: request, response: Self.redirect(302, to: "/redirect/\(hop)"), hadBody: false))
+            let next = try Self.followed(
+                state.next(request: request, response: Self.redirect(302, to: "/redirect/\(hop)"), hadBody: false)
+            )
             request = next.request
         }
         #expect(state.redirectCount == 3)
         #expect(
             state.next(request: request, response: Self.redirect(302, to: "/redirect/4"), hadBody: false)
-                == .fail(.tooManyRedirects(limit: 3)))
+                == .fail(.tooManyRedirects(limit: 3))
+        )
     }
 
     @Test func redirectChainIsNotACycle() throws {
         var request = Self.request("/redirect/5")
         var state = RedirectState(policy: .default, initialRequest: request)
         for remaining in (1...4).reversed() {
-            request = try Self.followed(state.next(request: request, response: Self.redirect(302, to: "/redirect/\(remaining)"), hadBody: false)).request
+            request = try Self.followed(
+                state.next(request: request, response: Self.redirect(302, to: "/redirect/\(remaining)"), hadBody: false)
+            ).request
         }
-        request = try Self.followed(state.next(request: request, response: Self.redirect(302, to: "/get"), hadBody: false)).request
+        request = try Self.followed(
+            state.next(request: request, response: Self.redirect(302, to: "/get"), hadBody: false)
+        ).request
         #expect(request.path == "/get")
     }
 
     @Test func cycle() throws {
         let start = Self.request("/a")
         var state = RedirectState(policy: .default, initialRequest: start)
-        let b = try Self.followed(state.next(request: start, response: Self.redirect(302, to: "/b"), hadBody: false)).request
+        let b = try Self.followed(state.next(request: start, response: Self.redirect(302, to: "/b"), hadBody: false))
+            .request
         #expect(
             state.next(request: b, response: Self.redirect(302, to: "/a"), hadBody: false)
-                == .fail(.cycle(url: "http://accessory/a")))
+                == .fail(.cycle(url: "http://accessory/a"))
+        )
         // A self-redirect is a cycle too.
         var selfState = RedirectState(policy: .default, initialRequest: start)
         #expect(
             selfState.next(request: start, response: Self.redirect(301, to: "http://ACCESSORY/a#frag"), hadBody: false)
-                == .fail(.cycle(url: "http://accessory/a")))
+                == .fail(.cycle(url: "http://accessory/a"))
+        )
     }
 
     @Test func relativeLocations() throws {
@@ -163,7 +186,9 @@ import Testing
         for (base, location, expected) in cases {
             let start = Self.request(base)
             var state = RedirectState(policy: .default, initialRequest: start)
-            let next = try Self.followed(state.next(request: start, response: Self.redirect(302, to: location), hadBody: false))
+            let next = try Self.followed(
+                state.next(request: start, response: Self.redirect(302, to: location), hadBody: false)
+            )
             #expect(next.request.path == expected, "\(location) against \(base)")
             #expect(next.request.authority == "accessory")
             #expect(next.request.scheme == nil)
@@ -175,23 +200,29 @@ import Testing
             let start = Self.request("/a", scheme: scheme)
             var state = RedirectState(policy: .default, initialRequest: start)
             let next = try Self.followed(
-                state.next(request: start, response: Self.redirect(302, to: "\(scheme)://Accessory/b"), hadBody: false))
+                state.next(request: start, response: Self.redirect(302, to: "\(scheme)://Accessory/b"), hadBody: false)
+            )
             #expect(next.request.scheme == scheme)
             #expect(next.request.path == "/b")
         }
         // Port 80 is http's default.
         let start = Self.request("/a", scheme: "http")
         var state = RedirectState(policy: .default, initialRequest: start)
-        _ = try Self.followed(state.next(request: start, response: Self.redirect(302, to: "http://accessory:80/b"), hadBody: false))
+        _ = try Self.followed(
+            state.next(request: start, response: Self.redirect(302, to: "http://accessory:80/b"), hadBody: false)
+        )
     }
 
-    @Test(arguments: ["http://elsewhere/b", "https://accessory/b", "http://accessory:8080/b", "//other/b", "accessory://other/"])
+    @Test(arguments: [
+        "http://elsewhere/b", "https://accessory/b", "http://accessory:8080/b", "//other/b", "accessory://other/",
+    ])
     func crossAccessoryRefused(location: String) {
         let start = Self.request("/a", scheme: "http")
         var state = RedirectState(policy: .default, initialRequest: start)
         #expect(
             state.next(request: start, response: Self.redirect(302, to: location), hadBody: false)
-                == .fail(.crossAccessoryRefused(location: location)))
+                == .fail(.crossAccessoryRefused(location: location))
+        )
     }
 
     @Test func crossAccessoryAllowedStripsCredentials() throws {
@@ -200,7 +231,9 @@ import Testing
         start.headerFields[.cookie] = "session=1"
         start.headerFields[.accept] = "*/*"
         var state = RedirectState(policy: RedirectPolicy(allowCrossAccessory: true), initialRequest: start)
-        let next = try Self.followed(state.next(request: start, response: Self.redirect(307, to: "http://other:81/b?c=d"), hadBody: false))
+        let next = try Self.followed(
+            state.next(request: start, response: Self.redirect(307, to: "http://other:81/b?c=d"), hadBody: false)
+        )
         #expect(next.request.scheme == "http")
         #expect(next.request.authority == "other:81")
         #expect(next.request.path == "/b?c=d")

@@ -7,7 +7,8 @@ import Testing
     @Test func singleBasic() {
         #expect(
             AuthenticationChallenge.parse(#"Basic realm="WallyWorld""#)
-                == [AuthenticationChallenge(scheme: "basic", parameters: ["realm": "WallyWorld"])])
+                == [AuthenticationChallenge(scheme: "basic", parameters: ["realm": "WallyWorld"])]
+        )
     }
 
     @Test func schemeAloneAndCaseInsensitivity() {
@@ -49,13 +50,22 @@ import Testing
     }
 
     @Test func unquotedBase64NonceIsAccepted() {
-        #expect(AuthenticationChallenge.parse("Digest nonce=ab/c+d==, realm=r").first?.parameters == ["nonce": "ab/c+d==", "realm": "r"])
+        #expect(
+            AuthenticationChallenge.parse("Digest nonce=ab/c+d==, realm=r").first?.parameters == [
+                "nonce": "ab/c+d==", "realm": "r",
+            ]
+        )
     }
 
     @Test func severalHeaderLines() {
         var fields = HTTPFields()
         fields.append(HTTPField(name: .wwwAuthenticate, value: #"Digest realm="a", nonce="1", algorithm=MD5"#))
-        fields.append(HTTPField(name: .wwwAuthenticate, value: #"Digest realm="a", nonce="2", algorithm=SHA-256, Basic realm="a""#))
+        fields.append(
+            HTTPField(
+                name: .wwwAuthenticate,
+                value: #"Digest realm="a", nonce="2", algorithm=SHA-256, Basic realm="a""#
+            )
+        )
         let parsed = AuthenticationChallenge.challenges(in: fields)
         #expect(parsed.map(\.scheme) == ["digest", "digest", "basic"])
         #expect(parsed.map { $0.parameters["nonce"] } == ["1", "2", nil])

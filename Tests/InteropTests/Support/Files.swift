@@ -47,14 +47,18 @@ func cString(_ characters: [CChar]) -> String {
 }
 
 func writeFile(_ path: String, _ bytes: [UInt8]) throws {
-    guard let file = fopen(path, "wb") else { throw TestFailure("cannot create \(path): \(String(cString: strerror(errno)))") }
+    guard let file = fopen(path, "wb") else {
+        throw TestFailure("cannot create \(path): \(String(cString: strerror(errno)))")
+    }
     defer { fclose(file) }
     let written = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) }
     guard written == bytes.count else { throw TestFailure("short write to \(path)") }
 }
 
 func readFile(_ path: String) throws -> [UInt8] {
-    guard let file = fopen(path, "rb") else { throw TestFailure("cannot open \(path): \(String(cString: strerror(errno)))") }
+    guard let file = fopen(path, "rb") else {
+        throw TestFailure("cannot open \(path): \(String(cString: strerror(errno)))")
+    }
     defer { fclose(file) }
     var result: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 64 * 1024)
@@ -82,7 +86,9 @@ func unixSocketAccepts(_ path: String) -> Bool {
         raw[bytes.count] = 0
     }
     let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
     }
     return result == 0
 }

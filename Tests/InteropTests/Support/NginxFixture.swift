@@ -25,7 +25,9 @@ final class NginxFixture: Sendable {
     /// Starts nginx, runs `body`, and stops nginx and removes its directory however `body` ends.
     static func with<T>(_ body: (NginxFixture) async throws -> T) async throws -> T {
         guard access(Self.executable, X_OK) == 0 else {
-            throw TestFailure("nginx is not installed at \(Self.executable); run scripts/bootstrap (CI installs nginx-light) to run the interoperability tests")
+            throw TestFailure(
+                "nginx is not installed at \(Self.executable); run scripts/bootstrap (CI installs nginx-light) to run the interoperability tests"
+            )
         }
         let directory = try TemporaryDirectory("ngx")
         defer { directory.remove() }

@@ -35,7 +35,9 @@ struct PseudoTerminal {
             let result = name.withUnsafeMutableBufferPointer { ptsNameR(master, $0.baseAddress, $0.count) }
             guard result == 0 else { throw TestFailure("ptsname_r: \(String(cString: strerror(result)))") }
             var attributes = termios()
-            guard tcgetattr(master, &attributes) == 0 else { throw TestFailure("tcgetattr: \(String(cString: strerror(errno)))") }
+            guard tcgetattr(master, &attributes) == 0 else {
+                throw TestFailure("tcgetattr: \(String(cString: strerror(errno)))")
+            }
             cfmakeraw(&attributes)
             guard tcsetattr(master, TCSANOW, &attributes) == 0 else {
                 throw TestFailure("tcsetattr: \(String(cString: strerror(errno)))")

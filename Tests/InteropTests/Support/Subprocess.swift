@@ -46,7 +46,9 @@ final class Subprocess: @unchecked Sendable {
         var pid: pid_t = 0
         let result = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, environ)
         guard result == 0 else {
-            throw TestFailure("could not start \(arguments.joined(separator: " ")): \(String(cString: strerror(result)))")
+            throw TestFailure(
+                "could not start \(arguments.joined(separator: " ")): \(String(cString: strerror(result)))"
+            )
         }
         self.pid = pid
     }
@@ -96,12 +98,16 @@ final class Subprocess: @unchecked Sendable {
 }
 
 /// Runs a command to completion (bounded) and returns its exit status and output.
-func run(_ arguments: [String], in directory: TemporaryDirectory, timeout: Duration = .seconds(60)) async throws -> (status: CInt, output: String) {
+func run(_ arguments: [String], in directory: TemporaryDirectory, timeout: Duration = .seconds(60)) async throws -> (
+    status: CInt, output: String
+) {
     let log = directory.path("run-\(UInt32.random(in: 0 ... .max)).log")
     let process = try Subprocess(arguments, logPath: log)
     defer { process.stop() }
     guard let status = await process.wait(timeout: timeout) else {
-        throw TestFailure("\(arguments.joined(separator: " ")) did not finish within \(timeout); output: \(process.log)")
+        throw TestFailure(
+            "\(arguments.joined(separator: " ")) did not finish within \(timeout); output: \(process.log)"
+        )
     }
     let exit: CInt = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     return (exit, process.log)

@@ -122,7 +122,9 @@ package struct AuthenticationState: Sendable {
         return self.retry(request, with: candidate, answer: answer)
     }
 
-    private mutating func retry(_ request: HTTPRequest, with credentials: Credentials, answer: Answer) -> AuthenticationDecision {
+    private mutating func retry(_ request: HTTPRequest, with credentials: Credentials, answer: Answer)
+        -> AuthenticationDecision
+    {
         do {
             var retried = request
             retried.headerFields[.authorization] = nil

@@ -104,7 +104,8 @@ package enum DigestAuthorization {
         let attrChars = Set("!#$&+-.^_`|~".utf8)
         var out = ""
         for byte in text.utf8 {
-            let isAlphanumeric = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+            let isAlphanumeric =
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
             if isAlphanumeric || attrChars.contains(byte) {
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             } else {

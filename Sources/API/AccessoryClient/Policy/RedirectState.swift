@@ -119,7 +119,8 @@ package struct RedirectState: Sendable {
         let afterScheme = absolute[absolute.index(after: colon)...]
         guard afterScheme.hasPrefix("//") else { return nil }
         let authorityAndRest = afterScheme.dropFirst(2)
-        let authorityEnd = authorityAndRest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? authorityAndRest.endIndex
+        let authorityEnd =
+            authorityAndRest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? authorityAndRest.endIndex
         var authority = authorityAndRest[..<authorityEnd]
         if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
         var rest = authorityAndRest[authorityEnd...]

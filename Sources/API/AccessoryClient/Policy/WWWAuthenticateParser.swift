@@ -99,7 +99,13 @@ package enum WWWAuthenticateParser {
             var inQuotes = false
             while let byte = self.peek {
                 self.index += 1
-                if byte == .quote { inQuotes.toggle() } else if byte == .backslash && inQuotes { self.advance() } else if byte == .comma && !inQuotes { return }
+                if byte == .quote {
+                    inQuotes.toggle()
+                } else if byte == .backslash && inQuotes {
+                    self.advance()
+                } else if byte == .comma && !inQuotes {
+                    return
+                }
             }
         }
 
