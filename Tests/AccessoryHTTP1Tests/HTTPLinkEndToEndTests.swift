@@ -208,6 +208,9 @@ struct HTTPLinkEndToEndTests {
     // MARK: Abandoned responses
 
     static let twoMiB = 2 * 1024 * 1024
+    /// More than the link buffers for a slow consumer plus the socket buffers, so that most of
+    /// it is still on the wire when the consumer gives up.
+    static let sixteenMiB = 16 * 1024 * 1024
 
     /// Reads at least 64 KiB of the body, then throws.
     func readSomeThenThrow(_ response: HTTPLinkResponse) async throws -> Int {
@@ -327,11 +330,46 @@ struct HTTPLinkEndToEndTests {
         await link.shutdown()
     }
 
+    @Test func abandonedAfterItEndedKeepsTheLink() async throws {
+        // The whole body arrived before the consumer gave up: nothing is left to drain, so the
+        // link stays in step and carries the next request.
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.ok(String(repeating: "b", count: 100_000))),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        await #expect(throws: ConsumerGaveUp.self) {
+            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/b")) { _ in
+                try await Task.sleep(for: .milliseconds(100))
+                throw ConsumerGaveUp()
+            }
+        }
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func deviceClosingWhileIdleIsNoticedAndTheNextRequestReopens() async throws {
+        let device = ScriptedDevice([
+            [.readRequest, .respond { Reply.ok("first " + $0.path) }, .close],
+            [.readRequest, .respond { Reply.ok("after " + $0.path) }],
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        #expect(try await link.fetch("/a").body == "first /a")
+        #expect(await device.waitUntilFinished(timeout: .seconds(5)) || device.connectionCount == 1)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
     @Test func abandonedBodyOverDrainLimitReopens() async throws {
         var configuration = testConfiguration()
         configuration.drainLimit = 256 * 1024
         let device = ScriptedDevice([
-            [.readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB)],
+            [.readRequest, .write(Reply.head(contentLength: Self.sixteenMiB)), .writeRepeated(0x61, count: Self.sixteenMiB)],
             [.readRequest, .respond { Reply.ok("after " + $0.path) }],
         ])
         let link = HTTPLink(transport: device.transport, configuration: configuration)

@@ -234,7 +234,11 @@ public final class HTTPLink: Sendable {
                     try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
                     try channel.syncOptions?.setOption(
                         ChannelOptions.recvAllocator,
-                        value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: 16 * 1024, maximum: 256 * 1024)
+                        value: AdaptiveRecvByteBufferAllocator(
+                                minimum: 1024,
+                                initial: 16 * 1024,
+                                maximum: HTTPLinkHandler.maximumReadSize
+                            )
                     )
                     let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
                     // The channel reads as soon as it is active, before `settle()` runs.

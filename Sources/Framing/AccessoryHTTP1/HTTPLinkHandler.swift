@@ -61,6 +61,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         var heldBody: ByteBuffer?
     }
 
+    /// The largest single read from the device (the receive allocator's maximum).
+    static let maximumReadSize = 256 * 1024
+
     private var machine: LinkStateMachine
     private var ports: Ports?
     private var context: ChannelHandlerContext?
@@ -216,7 +219,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             throw HTTPLinkError(.invalidRequest, "an exchange is already in progress on this link")
         }
         let eventLoop = context.eventLoop
-        let highWatermark = max(2, self.configuration.responseBufferSize / (64 * 1024))
+        // Counted in reads, each at most `maximumReadSize`, so the bytes waiting for a slow
+        // consumer stay within `responseBufferSize` (plus the one read in flight).
+        let highWatermark = max(2, self.configuration.responseBufferSize / Self.maximumReadSize)
         let producer = ResponseBodyProducer.makeSequence(
             elementType: ByteBuffer.self,
             backPressureStrategy: .init(lowWatermark: max(1, highWatermark / 4), highWatermark: highWatermark),
