@@ -190,9 +190,9 @@ public final class FunctionFSTransport: ByteStreamTransport {
             state.output = output
         }
         do {
-            try Self.startThread { self.runControl(control) }
-            try Self.startThread { self.runHostToDevice(output) }
-            try Self.startThread { self.runDeviceToHost(input) }
+            try DetachedThread.start { self.runControl(control) }
+            try DetachedThread.start { self.runHostToDevice(output) }
+            try DetachedThread.start { self.runDeviceToHost(input) }
         } catch {
             self.state.withLock { $0.startError = "could not start the FunctionFS threads: errno \(error.rawValue)" }
             throw TransportError(.openFailed, "could not start the FunctionFS threads: errno \(error.rawValue)")
@@ -341,33 +341,4 @@ public final class FunctionFSTransport: ByteStreamTransport {
             }
         }
     }
-
-    private static func startThread(_ body: @escaping @Sendable () -> Void) throws(FunctionFSThreadError) {
-        final class Box: Sendable {
-            let body: @Sendable () -> Void
-            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-        }
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread,
-            nil,
-            { context in
-                guard let context else { return nil }
-                Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
-                return nil
-            },
-            context
-        )
-        guard result == 0 else {
-            Unmanaged<Box>.fromOpaque(context).release()
-            throw FunctionFSThreadError(rawValue: result)
-        }
-        pthread_detach(thread)
-    }
-}
-
-/// `pthread_create` failed with this error number.
-struct FunctionFSThreadError: Error {
-    let rawValue: CInt
 }

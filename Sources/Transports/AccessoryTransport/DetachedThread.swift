@@ -2,10 +2,11 @@ import Glibc
 
 /// Starts an OS thread for work that must block, such as waiting for a child process to exit.
 /// NIO's thread pool is not used for that: a wait can last as long as the child runs and
-/// would take one of the pool's few threads from everyone else.
-enum DetachedThread {
+/// would take one of the pool's few threads from everyone else. Shared with the USB and
+/// FunctionFS transports (`package` access), whose transfer threads block in the kernel.
+package enum DetachedThread {
     /// Runs `body` on a new detached thread.
-    static func start(_ body: @escaping @Sendable () -> Void) throws(Errno) {
+    package static func start(_ body: @escaping @Sendable () -> Void) throws(Errno) {
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var thread = pthread_t()
         let result = pthread_create(

@@ -3,8 +3,8 @@ import Glibc
 /// The `errno` of a failed system call, captured right after the call so that later calls
 /// cannot overwrite it. Internal: transports turn it into a ``TransportError`` that names the
 /// device and the fix.
-struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
-    let rawValue: CInt
+package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
+    package let rawValue: CInt
 
     init(rawValue: CInt) { self.rawValue = rawValue }
 
@@ -12,7 +12,7 @@ struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     static var current: Errno { Errno(rawValue: errno) }
 
     /// `strerror(3)`, e.g. "No such file or directory".
-    var description: String { String(cString: strerror(self.rawValue)) }
+    package var description: String { String(cString: strerror(self.rawValue)) }
 
     static let interrupted = Errno(rawValue: EINTR)
     static let noSuchFile = Errno(rawValue: ENOENT)

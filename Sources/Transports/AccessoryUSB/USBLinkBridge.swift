@@ -130,9 +130,9 @@ final class USBLinkBridge: Sendable {
             }
         }
         do {
-            try Self.startThread { self.runEvents() }
-            try Self.startThread { self.runWriter() }
-            try Self.startThread { self.runDelivery() }
+            try DetachedThread.start { self.runEvents() }
+            try DetachedThread.start { self.runWriter() }
+            try DetachedThread.start { self.runDelivery() }
         } catch {
             // Without its threads the bridge cannot run; nothing was handed out yet.
             self.fail("could not start the USB threads: \(error)")
@@ -384,32 +384,4 @@ final class USBLinkBridge: Sendable {
             }
         }
     }
-
-    private static func startThread(_ body: @escaping @Sendable () -> Void) throws(USBThreadError) {
-        final class Box: Sendable {
-            let body: @Sendable () -> Void
-            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-        }
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread,
-            nil,
-            { context in
-                guard let context else { return nil }
-                Unmanaged<Box>.fromOpaque(context).takeRetainedValue().body()
-                return nil
-            },
-            context
-        )
-        guard result == 0 else {
-            Unmanaged<Box>.fromOpaque(context).release()
-            throw USBThreadError(rawValue: result)
-        }
-        pthread_detach(thread)
-    }
-}
-
-struct USBThreadError: Error {
-    let rawValue: CInt
 }
