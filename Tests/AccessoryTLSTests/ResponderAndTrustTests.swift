@@ -49,6 +49,63 @@ struct ResponderTLSTests {
         try await body(path)
     }
 
+    /// socat relays the TLS bytes without knowing TLS; killing it mid-body closes the link
+    /// with no close_notify, as a pulled cable or a crashed accessory would.
+    @Test func truncationWithoutCloseNotifyFailsAndTheNextRequestWorks() async throws {
+        try await self.withTLSResponder { path in
+            let relay = path + ".relay"
+            func startRelay() async throws -> Subprocess {
+                let socat = try Subprocess(["socat", "UNIX-LISTEN:\(relay),unlink-early", "UNIX-CONNECT:\(path)"])
+                for _ in 0..<300 where !FileManager.default.fileExists(atPath: relay) {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                try #require(FileManager.default.fileExists(atPath: relay), "socat did not start: \(socat.stderrText)")
+                // socat creates the file at bind(), a moment before listen(); a probe connection
+                // would use up its single accept, so give it that moment instead.
+                try await Task.sleep(for: .milliseconds(200))
+                return socat
+            }
+            let trust = TLSTrust(useSystemRoots: false, anchorFiles: [self.certificates.path("ca.pem")], trustStore: nil)
+            let client = AccessoryClient(
+                transport: TLSTransport(
+                    wrapping: UnixSocketTransport(path: relay),
+                    configuration: .client(serverName: "accessory.local", trust: trust)
+                )
+            )
+            defer { Task { await client.shutdown() } }
+
+            let first = try await startRelay()
+            defer { first.stop() }
+            let size = 64 * 1024 * 1024
+            let received = Mutex(0)
+            await #expect {
+                _ = try await client.execute(AccessoryRequest(path: "/bytes/\(size)")) { response in
+                    var killed = false
+                    for try await part in response.body {
+                        received.withLock { $0 += part.readableBytes }
+                        if !killed {
+                            killed = true
+                            // SIGKILL: the link just ends, with no close_notify (socat would finish on SIGTERM).
+                            kill(first.process.processIdentifier, SIGKILL)
+                        }
+                    }
+                }
+            } throws: { error in
+                // Never a silently short body: the exchange fails, naming the closed link.
+                let text = "\(error)"
+                return text.contains("closed") || text.contains("truncat")
+            }
+            #expect(received.withLock { $0 } < size)
+
+            let second = try await startRelay()
+            defer { second.stop() }
+            let (head, body) = try await client.data(AccessoryRequest(path: "/status"))
+            #expect(head.status == .ok)
+            #expect(String(buffer: body).contains("AH-EMU-1"))
+            #expect(client.link.openCount == 2)
+        }
+    }
+
     @Test func openSSLClientGetsStatusOverTLS() async throws {
         try await self.withTLSResponder { path in
             let client = try Subprocess(
