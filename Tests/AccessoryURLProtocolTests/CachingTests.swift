@@ -100,6 +100,27 @@ struct CachingTests {
         #expect(self.heads(matching: marker).count == 1)
     }
 
+    @Test("a body streamed to a data delegate is still stored when it fits the cache")
+    func delegateBodyStored() async throws {
+        let delegate = RecordingDelegate()
+        let streaming = Fixture.session(delegate: delegate)
+        let plain = Fixture.session()
+        defer {
+            streaming.finishTasksAndInvalidate()
+            plain.finishTasksAndInvalidate()
+        }
+        let marker = "delegate-\(UUID().uuidString)"
+        let url = try Fixture.url("accessory://traced/echo?m=\(marker)")
+        streaming.dataTask(with: url).resume()
+        let (_, chunks, error) = await delegate.completion()
+        #expect(error == nil)
+        var cachedOnly = URLRequest(url: url)
+        cachedOnly.cachePolicy = .returnCacheDataDontLoad
+        let (data, _) = try await plain.data(for: cachedOnly)
+        #expect(data == chunks.reduce(Data(), +))
+        #expect(self.heads(matching: marker).count == 1)
+    }
+
     @Test("a request with Cache-Control: no-store is not stored")
     func noStore() async throws {
         let session = Fixture.session()

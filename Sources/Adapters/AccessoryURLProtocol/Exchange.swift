@@ -166,11 +166,16 @@ struct Exchange: Sendable {
             self.box.post(whole.isEmpty ? [.response(response)] : [.response(response), .data(whole)])
         case .delegate:
             self.box.post(.response(response))
+            // The cache refuses a body larger than its capacity, so a copy is kept only up to
+            // that (and never past maxBufferedBodySize): a large streamed body is not held
+            // twice for a store that would be refused.
+            let keepLimit = min(self.plan.maxBufferedBodySize, self.cache?.capacity ?? 0)
+            if response.expectedContentLength > Int64(keepLimit) { kept = nil }
             for try await buffer in body {
                 let chunk = Data(buffer.readableBytesView)
                 if kept != nil {
                     kept?.append(chunk)
-                    if (kept?.count ?? 0) > self.plan.maxBufferedBodySize { kept = nil }
+                    if (kept?.count ?? 0) > keepLimit { kept = nil }
                 }
                 self.box.post(.data(chunk))
                 await self.box.waitForSpace()

@@ -70,31 +70,45 @@ public final class HTTPLink: Sendable {
         defer { self.gate.leave() }
         try Task.checkCancellation()
 
-        let connection = try await self.openConnection()
         let id = self.nextExchangeID.add(1, ordering: .relaxed).newValue
-        let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
-        let handler = connection.handler
         let start: HTTPLinkHandler.RequestBodyStart
         switch body.storage {
         case .none: start = .none
         case .bytes(let buffer): start = .complete(buffer)
         case .stream: start = .streamed
         }
+        // On a link already open, one event-loop hop checks that it is still usable and starts
+        // the exchange; only when it is not (or none is open) is a connection opened first.
+        let connection: Connection
         let exchange: ExchangeHandle
-        do {
-            exchange = try await self.eventLoop.submit {
-                try handler.value.startExchange(
+        if let existing = try self.existingConnection(),
+            let started = try await self.startExchange(
+                on: existing,
+                id: id,
+                head: head,
+                body: start,
+                deadline: deadline,
+                ifUsable: true
+            )
+        {
+            (connection, exchange) = (existing, started)
+        } else {
+            connection = try await self.openConnection()
+            guard
+                let started = try await self.startExchange(
+                    on: connection,
                     id: id,
                     head: head,
                     body: start,
-                    deadline: nioDeadline,
-                    bodyHandler: handler
+                    deadline: deadline,
+                    ifUsable: false
                 )
-            }.get()
-        } catch {
-            self.forget(connection)
-            throw try await self.enrich(error, connection)
+            else {
+                throw HTTPLinkError(.transportFailed, "the link could not start an exchange")
+            }
+            exchange = started
         }
+        let handler = connection.handler
 
         do {
             let result = try await withTaskCancellationHandler {
@@ -193,17 +207,49 @@ public final class HTTPLink: Sendable {
 
     // MARK: Opening
 
-    private func openConnection() async throws -> Connection {
-        let existing: Connection? = try self.state.withLock { state in
+    /// The connection currently open, if any; throws once the link is shut down.
+    private func existingConnection() throws -> Connection? {
+        try self.state.withLock { state in
             if state.isShutDown { throw HTTPLinkError(.shutDown, "the link was shut down") }
             return state.connection
         }
-        if let existing {
-            let handler = existing.handler
-            let usable = try await self.eventLoop.submit { handler.value.isUsable }.get()
-            if usable { return existing }
-            self.forget(existing)
+    }
+
+    /// Starts an exchange on `connection` in one event-loop hop. With `ifUsable`, returns `nil`
+    /// (and forgets the connection) when the link is no longer usable, instead of starting.
+    private func startExchange(
+        on connection: Connection,
+        id: UInt64,
+        head: HTTPRequestHead,
+        body start: HTTPLinkHandler.RequestBodyStart,
+        deadline: ContinuousClock.Instant?,
+        ifUsable: Bool
+    ) async throws -> ExchangeHandle? {
+        let handler = connection.handler
+        let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
+        let exchange: ExchangeHandle?
+        do {
+            exchange = try await self.eventLoop.submit { () throws -> ExchangeHandle? in
+                if ifUsable && !handler.value.isUsable { return nil }
+                return try handler.value.startExchange(
+                    id: id,
+                    head: head,
+                    body: start,
+                    deadline: nioDeadline,
+                    bodyHandler: handler
+                )
+            }.get()
+        } catch {
+            self.forget(connection)
+            throw try await self.enrich(error, connection)
         }
+        if exchange == nil { self.forget(connection) }
+        return exchange
+    }
+
+    /// Opens a new connection (the current one, if any, has been found unusable and forgotten).
+    private func openConnection() async throws -> Connection {
+        _ = try self.existingConnection()
         let isReopen = self.state.withLock { $0.opens > 0 }
         let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
         let connection = try await self.open(discardingInput: mustSettle)
@@ -235,10 +281,10 @@ public final class HTTPLink: Sendable {
                     try channel.syncOptions?.setOption(
                         ChannelOptions.recvAllocator,
                         value: AdaptiveRecvByteBufferAllocator(
-                                minimum: 1024,
-                                initial: 16 * 1024,
-                                maximum: HTTPLinkHandler.maximumReadSize
-                            )
+                            minimum: 1024,
+                            initial: 16 * 1024,
+                            maximum: HTTPLinkHandler.maximumReadSize
+                        )
                     )
                     let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
                     // The channel reads as soon as it is active, before `settle()` runs.

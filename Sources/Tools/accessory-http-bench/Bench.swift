@@ -14,7 +14,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "accessory-http-bench",
         abstract:
             "Throughput, latency and memory of accessory-http, side by side with the raw limit and curl/h2load + nginx.",
-        subcommands: [Run.self, RawSource.self, RawPong.self],
+        subcommands: [Run.self, RawSource.self, RawPong.self, URLSessionDownload.self],
         defaultSubcommand: Run.self
     )
 }
@@ -75,9 +75,6 @@ struct Run: AsyncParsableCommand {
             log("socketpair: CLI")
             try bench.cliBulk(into: &table)
         }
-        if groups.contains("urlsession") {
-            URLSessionBench.measure(bench, into: &table)
-        }
         if groups.contains("peers") && !self.skipPeers {
             log("peers: curl and h2load against nginx")
             try await bench.peers(exchange, into: &table)
@@ -85,7 +82,16 @@ struct Run: AsyncParsableCommand {
         if groups.contains("memory") {
             log("memory: CLI download to a file")
             try bench.memory(into: &table)
-            URLSessionBench.memory(bench, into: &table)
+            if groups.contains("urlsession") {
+                log("memory: URLSession download to a file")
+                try URLSessionBench.memory(bench, into: &table)
+            }
+        }
+        // After the memory rows: the URLSession bulk runs in this process and raises its peak
+        // RSS, which `posix_spawn` children inherit in their `ru_maxrss`.
+        if groups.contains("urlsession") {
+            log("socketpair: URLSession")
+            try await URLSessionBench.measure(bench, into: &table)
         }
         if groups.contains("pty") {
             log("pty: raw limit and native API")
@@ -471,6 +477,7 @@ enum Names {
     static let memoryPeak = "1 GiB download: CLI peak RSS"
     static let memoryServe = "1 GiB download: responder peak RSS"
     static let urlSessionMemory = "1 GiB download: URLSession RSS growth"
+    static let urlSessionMemoryPeak = "1 GiB download: URLSession peak RSS"
     static let ptyRaw = "pty limit: raw bytes"
     static let ptyNative = "pty GET: native API (serial:)"
 }

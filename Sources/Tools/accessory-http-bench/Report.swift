@@ -47,8 +47,11 @@ enum Report {
         } else {
             text += "- CLI peak RSS growth: not measured\n"
         }
-        if table.median(Names.urlSessionMemory) == nil {
-            text += "- URLSession peak RSS growth: not measured (\(URLSessionBench.pending))\n"
+        if let growth = table.median(Names.urlSessionMemory) {
+            text +=
+                "- URLSession peak RSS growth for the download: \(Table.format(growth)) MiB (target < 64 MiB) \(growth < 64 ? "MET" : "NOT MET")\n"
+        } else {
+            text += "- URLSession peak RSS growth: not measured\n"
         }
         return text
     }
