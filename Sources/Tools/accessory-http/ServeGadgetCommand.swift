@@ -33,7 +33,15 @@ struct ServeGadget: AsyncParsableCommand {
         let (directory, verbose) = (self.directory, self.globals.verbose)
         try await runReportingErrors {
             let transport = FunctionFSTransport(directory: directory)
-            let responder = EmulatedAccessory().makeResponder()
+            let emulator = EmulatedAccessory().handler
+            // With -v, each request served is logged: the USB VM test reads it to see which
+            // interface (which gadget function) carried a request.
+            let responder = HTTPResponder(handler: { request in
+                if verbose {
+                    StandardError.write("* request \(request.head.method.rawValue) \(request.head.path ?? "")\n")
+                }
+                return try await emulator(request)
+            })
             let loop = MultiThreadedEventLoopGroup.singleton.next()
             if verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
             signal(SIGUSR1, SIG_IGN)
