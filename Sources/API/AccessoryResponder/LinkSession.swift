@@ -1,3 +1,4 @@
+import AccessoryTransport
 import HTTPTypes
 import Logging
 import NIOCore
@@ -15,7 +16,17 @@ struct LinkSession: Sendable {
     let logger: Logger
 
     /// Runs until the peer closes the link, a protocol error closes it, or the task is cancelled.
+    ///
+    /// The loop and the handler run on the link's event loop: reading a request, answering it
+    /// and writing the response then stay on one thread, with no wake-up of another thread per
+    /// request (see ``EventLoopTaskExecutor``).
     func run() async {
+        await withTaskExecutorPreference(EventLoopTaskExecutor(self.channel.channel.eventLoop)) {
+            await self.serve()
+        }
+    }
+
+    private func serve() async {
         do {
             try await self.channel.executeThenClose { inbound, outbound in
                 let link = LinkInbound(iterator: inbound.makeAsyncIterator(), outbound: outbound)
