@@ -36,6 +36,12 @@ public final class AccessoryClient: Sendable {
     public let configuration: Configuration
     public let link: HTTPLink
 
+    /// The link's event loop as a task executor. Requests made from a task that prefers it
+    /// (`withTaskExecutorPreference(client.taskExecutor) { … }`) run without any thread hop:
+    /// the lowest latency for many small requests. Code running with that preference must not
+    /// block, since the event loop serves the link meanwhile.
+    public var taskExecutor: EventLoopTaskExecutor { self.link.taskExecutor }
+
     public init(
         transport: any ByteStreamTransport,
         configuration: Configuration = .init(),
@@ -62,7 +68,7 @@ public final class AccessoryClient: Sendable {
         _ handle: (AccessoryResponse) async throws -> Result
     ) async throws -> Result {
         do {
-            return try await self.run(request, handle)
+            return try await self.run(request, handleIsLinkWork: false, handle)
         } catch let error as HandlerError {
             if error.underlying is CancellationError { throw AccessoryClientError.wrapping(error.underlying) }
             throw error.underlying
@@ -82,7 +88,9 @@ public final class AccessoryClient: Sendable {
         maxBodySize: Int = 64 * 1024 * 1024
     ) async throws(AccessoryClientError) -> (HTTPResponse, ByteBuffer) {
         do {
-            return try await self.run(request) { response in
+            // Collecting is this client's own non-blocking work: the whole exchange runs on the
+            // link's event loop (see `HTTPLink.execute(_:body:deadline:handleIsLinkWork:_:)`).
+            return try await self.run(request, handleIsLinkWork: true) { response in
                 (response.head, try await response.body.collect(upTo: maxBodySize))
             }
         } catch {
@@ -97,6 +105,7 @@ public final class AccessoryClient: Sendable {
 
     private func run<Result: Sendable>(
         _ request: AccessoryRequest,
+        handleIsLinkWork: Bool,
         _ handle: (AccessoryResponse) async throws -> Result
     ) async throws -> Result {
         var current = try self.makeHTTPRequest(request)
@@ -114,8 +123,12 @@ public final class AccessoryClient: Sendable {
             let hadBody = !body.isNone
             // The closure runs inside this task, before `execute` returns, so it may update the
             // redirect and authentication state directly.
-            let step: Step<Result> = try await self.link.execute(authorized, body: body, deadline: deadline) {
-                response in
+            let step: Step<Result> = try await self.link.execute(
+                authorized,
+                body: body,
+                deadline: deadline,
+                handleIsLinkWork: handleIsLinkWork
+            ) { response in
                 switch await authentication.next(request: authorized, response: response.head) {
                 case .retry(let retried):
                     return .follow(retried, dropBody: false)

@@ -18,6 +18,8 @@ public final class HTTPLink: Sendable {
     public let transport: any ByteStreamTransport
     public let configuration: LinkConfiguration
     private let eventLoop: any EventLoop
+    /// Runs this link's exchanges (see ``execute(_:body:deadline:_:)``).
+    public let taskExecutor: EventLoopTaskExecutor
     private let gate = FIFOGate()
     private let state = Mutex(LinkState())
     private let nextExchangeID = Atomic<UInt64>(0)
@@ -44,6 +46,7 @@ public final class HTTPLink: Sendable {
         self.transport = transport
         self.configuration = configuration
         self.eventLoop = eventLoop
+        self.taskExecutor = EventLoopTaskExecutor(eventLoop)
     }
 
     /// How many times the byte stream pair has been opened (1 while the link stays in step).
@@ -53,11 +56,47 @@ public final class HTTPLink: Sendable {
     /// the response to `handle`, which may stream the body. When `handle` returns or throws, the
     /// rest of the body is drained (bounded) before the next exchange may use the link.
     ///
+    /// `handle` runs where the caller runs. A caller that runs with ``taskExecutor`` as its task
+    /// executor preference (`withTaskExecutorPreference(link.taskExecutor) { … }`) keeps the
+    /// whole exchange on the link's event loop thread, with no thread wake-up between writing
+    /// the request and reading the response: the lowest latency for many small requests. Such
+    /// a caller must not block while it has that preference.
+    ///
     /// - Parameter deadline: the whole exchange (waiting in line excluded) must end by then.
     public func execute<Result: Sendable>(
         _ request: HTTPRequest,
         body: HTTPRequestBody = .none,
         deadline: ContinuousClock.Instant? = nil,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        try await self.perform(request, body: body, deadline: deadline, handle)
+    }
+
+    /// Like ``execute(_:body:deadline:_:)``, but with `handleIsLinkWork` the exchange, `handle`
+    /// included, runs on the link's event loop whatever the caller's executor: for callers whose
+    /// `handle` is their own non-blocking code (collecting a small body, say), so that a request
+    /// costs one thread hop in and one out instead of one per step.
+    package func execute<Result: Sendable>(
+        _ request: HTTPRequest,
+        body: HTTPRequestBody = .none,
+        deadline: ContinuousClock.Instant? = nil,
+        handleIsLinkWork: Bool,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        // A streamed request body is produced by the caller's code: it stays off the event loop.
+        if case .stream = body.storage {
+            return try await self.perform(request, body: body, deadline: deadline, handle)
+        }
+        guard handleIsLinkWork else { return try await self.perform(request, body: body, deadline: deadline, handle) }
+        return try await withTaskExecutorPreference(self.taskExecutor) {
+            try await self.perform(request, body: body, deadline: deadline, handle)
+        }
+    }
+
+    private func perform<Result: Sendable>(
+        _ request: HTTPRequest,
+        body: HTTPRequestBody,
+        deadline: ContinuousClock.Instant?,
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
         try RequestValidation.validate(request)
@@ -162,7 +201,7 @@ public final class HTTPLink: Sendable {
         // The request body is written while the response is awaited: a device may answer early.
         return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
             group.addTask {
-                guard try await exchange.mayWriteBody.get() else { return }
+                guard let mayWriteBody = exchange.mayWriteBody, try await mayWriteBody.get() else { return }
                 let writer = RequestBodyWriter { buffer in
                     try await eventLoop.flatSubmit { handler.value.writeBody(id: id, buffer) }.get()
                 }
@@ -200,9 +239,22 @@ public final class HTTPLink: Sendable {
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
         let id = exchange.id
-        defer { self.eventLoop.execute { handler.value.consumerGone(id: id) } }
+        defer { self.onEventLoop { handler.value.consumerGone(id: id) } }
         let head = try await exchange.head.get()
-        return try await handle(HTTPLinkResponse(head: head, body: HTTPResponseBody(producer: exchange.body)))
+        let body: HTTPResponseBody
+        switch exchange.body {
+        case .stream(let producer):
+            body = HTTPResponseBody(producer: producer)
+        case .pending(let pending):
+            let claim = { @Sendable in handler.value.claimBody(pending.value, id: id, bodyHandler: handler) }
+            body = self.eventLoop.inEventLoop ? claim() : try await self.eventLoop.submit(claim).get()
+        }
+        return try await handle(HTTPLinkResponse(head: head, body: body))
+    }
+
+    /// Runs `body` on the event loop: now if this is the event loop's thread, else soon.
+    private func onEventLoop(_ body: @escaping @Sendable () -> Void) {
+        if self.eventLoop.inEventLoop { body() } else { self.eventLoop.execute(body) }
     }
 
     // MARK: Opening
@@ -228,17 +280,22 @@ public final class HTTPLink: Sendable {
         let handler = connection.handler
         let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
         let exchange: ExchangeHandle?
+        // A caller already on the event loop (it prefers the link's executor) starts the exchange
+        // without a hop, and will claim the body there too, so the body is gathered until then.
+        let onEventLoop = self.eventLoop.inEventLoop
+        let begin = { @Sendable () throws -> ExchangeHandle? in
+            if ifUsable && !handler.value.isUsable { return nil }
+            return try handler.value.startExchange(
+                id: id,
+                head: head,
+                body: start,
+                deadline: nioDeadline,
+                pendingBody: onEventLoop,
+                bodyHandler: handler
+            )
+        }
         do {
-            exchange = try await self.eventLoop.submit { () throws -> ExchangeHandle? in
-                if ifUsable && !handler.value.isUsable { return nil }
-                return try handler.value.startExchange(
-                    id: id,
-                    head: head,
-                    body: start,
-                    deadline: nioDeadline,
-                    bodyHandler: handler
-                )
-            }.get()
+            exchange = try onEventLoop ? begin() : await self.eventLoop.submit(begin).get()
         } catch {
             self.forget(connection)
             throw try await self.enrich(error, connection)

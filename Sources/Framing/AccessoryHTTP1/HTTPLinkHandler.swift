@@ -29,11 +29,47 @@ struct ExchangeHandle: Sendable {
     let id: UInt64
     /// The final response head.
     let head: EventLoopFuture<HTTPResponse>
-    /// Whether the request body may be sent (`false`: the device answered without waiting for it).
-    let mayWriteBody: EventLoopFuture<Bool>
+    /// Whether the request body may be sent (`false`: the device answered without waiting for
+    /// it); only for a streamed request body.
+    let mayWriteBody: EventLoopFuture<Bool>?
     /// Completes when the exchange is over; the value says whether the link may be reused.
     let completion: EventLoopFuture<Bool>
-    let body: ResponseBodyProducer
+    let body: Body
+
+    enum Body: Sendable {
+        /// The body streams through this producer from the start.
+        case stream(ResponseBodyProducer)
+        /// The body is gathered until the consumer claims it on the event loop (see
+        /// ``HTTPLinkHandler/claimBody(_:id:bodyHandler:)``).
+        case pending(NIOLoopBound<PendingResponseBody>)
+    }
+}
+
+/// The body of a response whose consumer has not yet asked for it. A consumer that runs on the
+/// event loop claims it only after the read that carried the head has been fully processed; a
+/// small response is then usually complete, and is handed over as one buffer, with no async
+/// sequence (and no allocation and suspension per part) at all.
+final class PendingResponseBody {
+    var buffer: ByteBuffer?
+    var ended = false
+    var failure: HTTPLinkError?
+
+    var byteCount: Int { self.buffer?.readableBytes ?? 0 }
+
+    func append(_ part: ByteBuffer) {
+        if var buffer = self.buffer {
+            self.buffer = nil  // keep it uniquely referenced so the append does not copy
+            var part = part
+            buffer.writeBuffer(&part)
+            self.buffer = buffer
+        } else {
+            self.buffer = part
+        }
+    }
+
+    func fail(_ error: HTTPLinkError) {
+        if !self.ended && self.failure == nil { self.failure = error }
+    }
 }
 
 /// The last handler of a client link's pipeline: runs one exchange at a time through the
@@ -55,6 +91,8 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         var mayWriteBody: EventLoopPromise<Bool>?
         var completion: EventLoopPromise<Bool>?
         var source: ResponseBodyProducer.Source?
+        /// The body gathered before the consumer claims it (instead of `source`).
+        var pending: PendingResponseBody?
         var consumerWantsMore = true
         var timers: [Scheduled<Void>] = []
         /// An in-memory body held back until `100 Continue` (or the continue timeout).
@@ -197,11 +235,14 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         case streamed
     }
 
+    /// - Parameter pendingBody: gather the body until the consumer claims it on this event loop
+    ///   (only for a consumer that runs on it), instead of streaming it from the start.
     func startExchange(
         id: UInt64,
         head: HTTPRequestHead,
         body: RequestBodyStart,
         deadline: NIODeadline?,
+        pendingBody: Bool = false,
         bodyHandler: NIOLoopBound<HTTPLinkHandler>
     ) throws(HTTPLinkError) -> ExchangeHandle {
         guard let context = self.context, self.isUsable else {
@@ -219,31 +260,27 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             throw HTTPLinkError(.invalidRequest, "an exchange is already in progress on this link")
         }
         let eventLoop = context.eventLoop
-        // Counted in reads, each at most `maximumReadSize`, so the bytes waiting for a slow
-        // consumer stay within `responseBufferSize` (plus the one read in flight).
-        let highWatermark = max(2, self.configuration.responseBufferSize / Self.maximumReadSize)
-        let producer = ResponseBodyProducer.makeSequence(
-            elementType: ByteBuffer.self,
-            backPressureStrategy: .init(lowWatermark: max(1, highWatermark / 4), highWatermark: highWatermark),
-            finishOnDeinit: false,
-            delegate: ResponseBodyDelegate(handler: bodyHandler, eventLoop: eventLoop, id: id)
-        )
         let headPromise = eventLoop.makePromise(of: HTTPResponse.self)
-        let mayWriteBody = eventLoop.makePromise(of: Bool.self)
+        var mayWriteBody: EventLoopPromise<Bool>? = nil
+        if case .streamed = body { mayWriteBody = eventLoop.makePromise(of: Bool.self) }
         let completion = eventLoop.makePromise(of: Bool.self)
-        var ports = Ports(
-            id: id,
-            head: headPromise,
-            mayWriteBody: mayWriteBody,
-            completion: completion,
-            source: producer.source
-        )
+        var ports = Ports(id: id, head: headPromise, mayWriteBody: mayWriteBody, completion: completion)
+        let handleBody: ExchangeHandle.Body
+        if pendingBody {
+            let pending = PendingResponseBody()
+            ports.pending = pending
+            handleBody = .pending(NIOLoopBound(pending, eventLoop: eventLoop))
+        } else {
+            let producer = self.makeBodyProducer(id: id, bodyHandler: bodyHandler)
+            ports.source = producer.source
+            handleBody = .stream(producer.sequence)
+        }
         let handle = ExchangeHandle(
             id: id,
             head: headPromise.futureResult,
-            mayWriteBody: mayWriteBody.futureResult,
+            mayWriteBody: mayWriteBody?.futureResult,
             completion: completion.futureResult,
-            body: producer.sequence
+            body: handleBody
         )
         if let deadline {
             ports.timers.append(
@@ -287,6 +324,67 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         self.armIdleTimer()
         self.readIfNeeded()
         return handle
+    }
+
+    private func makeBodyProducer(
+        id: UInt64,
+        bodyHandler: NIOLoopBound<HTTPLinkHandler>
+    )
+        -> NIOThrowingAsyncSequenceProducer<
+            ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, ResponseBodyDelegate
+        >.NewSequence
+    {
+        // Counted in reads, each at most `maximumReadSize`, so the bytes waiting for a slow
+        // consumer stay within `responseBufferSize` (plus the one read in flight).
+        let highWatermark = max(2, self.configuration.responseBufferSize / Self.maximumReadSize)
+        return ResponseBodyProducer.makeSequence(
+            elementType: ByteBuffer.self,
+            backPressureStrategy: .init(lowWatermark: max(1, highWatermark / 4), highWatermark: highWatermark),
+            finishOnDeinit: false,
+            delegate: ResponseBodyDelegate(handler: bodyHandler, eventLoop: self.eventLoop, id: id)
+        )
+    }
+
+    /// Hands the body of exchange `id` to its consumer: the whole body when it has already
+    /// arrived, else a stream that starts with what has arrived so far.
+    func claimBody(
+        _ pending: PendingResponseBody,
+        id: UInt64,
+        bodyHandler: NIOLoopBound<HTTPLinkHandler>
+    ) -> HTTPResponseBody {
+        if pending.ended && pending.failure == nil {
+            return HTTPResponseBody(buffered: pending.buffer)
+        }
+        let producer = self.makeBodyProducer(id: id, bodyHandler: bodyHandler)
+        var wantsMore = true
+        if let buffer = pending.buffer, buffer.readableBytes > 0 {
+            wantsMore = producer.source.yield(buffer) != .stopProducing
+        }
+        pending.buffer = nil
+        if let failure = pending.failure {
+            producer.source.finish(failure)
+        } else if self.ports?.id == id, self.ports?.pending === pending {
+            self.ports?.pending = nil
+            self.ports?.source = producer.source
+            self.ports?.consumerWantsMore = wantsMore
+            self.readIfNeeded()
+        } else {
+            producer.source.finish(self.failure ?? HTTPLinkError(.linkClosed, "the link closed during the response"))
+        }
+        return HTTPResponseBody(producer: producer.sequence)
+    }
+
+    /// Ends the body of the exchange in progress, with `error` or (`nil`) normally.
+    private func finishBody(_ error: HTTPLinkError?) {
+        if let error {
+            self.ports?.source?.finish(error)
+            self.ports?.pending?.fail(error)
+        } else {
+            self.ports?.source?.finish()
+            self.ports?.pending?.ended = true
+        }
+        self.ports?.source = nil
+        self.ports?.pending = nil
     }
 
     /// Writes one part of a streamed request body. The future completes when the link can take
@@ -346,8 +444,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         let error = HTTPLinkError(.cancelled, "the request was cancelled")
         self.ports?.head?.fail(error)
         self.ports?.head = nil
-        self.ports?.source?.finish(error)
-        self.ports?.source = nil
+        self.finishBody(error)
         self.consumerGone(id: id)
     }
 
@@ -358,8 +455,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         case .none:
             break
         case .failConsumerAndDrain:
-            self.ports?.source?.finish(error)
-            self.ports?.source = nil
+            self.finishBody(error)
             self.startDraining()
         case .failAndClose:
             self.fail(error)
@@ -420,8 +516,12 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         switch self.machine.responseBody(byteCount: body.readableBytes) {
         case .deliver:
             self.configuration.tracer?.emit(.responseBody(body))
-            if let source = self.ports?.source, source.yield(body) == .stopProducing {
-                self.ports?.consumerWantsMore = false
+            if let source = self.ports?.source {
+                if source.yield(body) == .stopProducing { self.ports?.consumerWantsMore = false }
+            } else if let pending = self.ports?.pending {
+                pending.append(body)
+                // Not claimed yet: gather no more than a slow stream consumer would buffer.
+                if pending.byteCount >= self.configuration.responseBufferSize { self.ports?.consumerWantsMore = false }
             }
         case .discard:
             break
@@ -448,8 +548,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             return
         }
         if action.finishBody {
-            self.ports?.source?.finish()
-            self.ports?.source = nil
+            self.finishBody(nil)
         }
         self.apply(action.completion)
     }
@@ -468,9 +567,11 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         // A drained body's source was never finished; NIO traps if it is dropped unfinished.
         ports.source?.finish()
         ports.source = nil
+        ports.pending?.fail(HTTPLinkError(.cancelled, "the response was abandoned"))
         self.ports = nil
-        self.idleTimer?.cancel()
-        self.idleTimer = nil
+        // The idle timer is left to run out: it does nothing while no exchange is in progress,
+        // and the next exchange re-uses it (scheduling and cancelling one per exchange costs
+        // more than the check).
         if reusable {
             self.guardHandler.mode = .idle
             self.readIfNeeded()
@@ -581,6 +682,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             ports.head?.fail(error)
             ports.mayWriteBody?.succeed(false)
             ports.source?.finish(error)
+            ports.pending?.fail(error)
             ports.completion?.succeed(false)
         }
         if self.isActive { self.context?.close(promise: nil) }

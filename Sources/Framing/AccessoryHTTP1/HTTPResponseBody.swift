@@ -9,30 +9,63 @@ import NIOCore
 public struct HTTPResponseBody: AsyncSequence, Sendable {
     public typealias Element = ByteBuffer
 
-    let producer: ResponseBodyProducer
+    fileprivate enum Storage: Sendable {
+        /// The whole body, already received.
+        case buffered(ByteBuffer?)
+        case stream(ResponseBodyProducer)
+    }
+
+    private let storage: Storage
+
+    init(producer: ResponseBodyProducer) {
+        self.storage = .stream(producer)
+    }
+
+    init(buffered: ByteBuffer?) {
+        self.storage = .buffered(buffered)
+    }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
-        var base: ResponseBodyProducer.AsyncIterator
+        private enum Base {
+            case buffered(ByteBuffer?)
+            case stream(ResponseBodyProducer.AsyncIterator)
+        }
+
+        private var base: Base
+
+        fileprivate init(_ storage: Storage) {
+            switch storage {
+            case .buffered(let buffer): self.base = .buffered(buffer)
+            case .stream(let producer): self.base = .stream(producer.makeAsyncIterator())
+            }
+        }
 
         public mutating func next() async throws -> ByteBuffer? {
-            try await self.base.next()
+            switch self.base {
+            case .buffered(let buffer):
+                self.base = .buffered(nil)
+                guard let buffer, buffer.readableBytes > 0 else { return nil }
+                return buffer
+            case .stream(let iterator):
+                return try await iterator.next()
+            }
         }
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: self.producer.makeAsyncIterator())
+        AsyncIterator(self.storage)
     }
 
     /// Collects the whole body, refusing one larger than `maxBytes`.
     public func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
+        if case .buffered(let buffer) = self.storage {
+            guard let buffer else { return ByteBuffer() }
+            guard buffer.readableBytes <= maxBytes else { throw Self.tooLarge(maxBytes) }
+            return buffer
+        }
         var collected = ByteBuffer()
         for try await var part in self {
-            guard collected.readableBytes + part.readableBytes <= maxBytes else {
-                throw HTTPLinkError(
-                    .responseTooLarge,
-                    "the response body is larger than the limit of \(maxBytes) bytes; raise the limit or stream the body"
-                )
-            }
+            guard collected.readableBytes + part.readableBytes <= maxBytes else { throw Self.tooLarge(maxBytes) }
             if collected.readableBytes == 0 {
                 collected = part
             } else {
@@ -40,6 +73,13 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
             }
         }
         return collected
+    }
+
+    private static func tooLarge(_ maxBytes: Int) -> HTTPLinkError {
+        HTTPLinkError(
+            .responseTooLarge,
+            "the response body is larger than the limit of \(maxBytes) bytes; raise the limit or stream the body"
+        )
     }
 }
 

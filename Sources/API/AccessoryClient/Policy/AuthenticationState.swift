@@ -59,14 +59,15 @@ package struct AuthenticationState: Sendable {
     /// `Authorization` field, or go to another accessory, are returned unchanged.
     package mutating func authorize(_ request: HTTPRequest) -> HTTPRequest {
         guard request.headerFields[.authorization] == nil else { return request }
-        let origin = AccessoryOrigin(scheme: request.scheme, authority: request.authority)
         if let current = self.current, let answer = self.answer, let protectedOrigin = self.protectedOrigin {
+            let origin = AccessoryOrigin(scheme: request.scheme, authority: request.authority)
             guard origin.isSameAccessory(as: protectedOrigin) else { return request }
             return (try? self.authorized(request, with: current, answer: answer)) ?? request
         }
         guard self.preemptiveBasic, let credentials = self.configuredCredentials,
             let value = try? BasicAuthorization.value(for: credentials)
         else { return request }
+        let origin = AccessoryOrigin(scheme: request.scheme, authority: request.authority)
         self.tried.insert(credentials)
         self.current = credentials
         self.answer = .basic
@@ -107,7 +108,11 @@ package struct AuthenticationState: Sendable {
         if self.current == nil, let configured = self.configuredCredentials {
             candidate = configured
         } else if let provider = self.provider {
-            candidate = await provider.credentials(for: challenge, request: request)
+            // The provider is the caller's code and may block (prompting on a terminal, say):
+            // it never runs on a link's event loop.
+            candidate = await withTaskExecutorPreference(globalConcurrentExecutor) {
+                await provider.credentials(for: challenge, request: request)
+            }
         } else {
             candidate = nil
         }

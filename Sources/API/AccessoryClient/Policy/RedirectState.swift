@@ -17,16 +17,16 @@ package struct RedirectState: Sendable {
     package let policy: RedirectPolicy
     /// How many redirects have been followed so far.
     package private(set) var redirectCount = 0
-    private let originalOrigin: AccessoryOrigin
+    private let initialRequest: HTTPRequest
     /// Method and URL of every request sent in this chain. The method is part of the key so a
     /// POST answered by "303 See Other" pointing at its own URL (a common form pattern) is not
-    /// mistaken for a cycle.
-    private var visited: Set<String>
+    /// mistaken for a cycle. Filled on the first redirect: most requests are never redirected,
+    /// and building keys for them cost measurable time per small request.
+    private var visited: Set<String> = []
 
     package init(policy: RedirectPolicy, initialRequest: HTTPRequest) {
         self.policy = policy
-        self.originalOrigin = AccessoryOrigin(scheme: initialRequest.scheme, authority: initialRequest.authority)
-        self.visited = [Self.visitKey(initialRequest)]
+        self.initialRequest = initialRequest
     }
 
     /// Decides what to do with `response`, which answered `request`.
@@ -45,8 +45,13 @@ package struct RedirectState: Sendable {
             return .fail(.invalidLocation(location))
         }
 
+        if self.visited.isEmpty { self.visited.insert(Self.visitKey(self.initialRequest)) }
+        let originalOrigin = AccessoryOrigin(
+            scheme: self.initialRequest.scheme,
+            authority: self.initialRequest.authority
+        )
         let targetOrigin = AccessoryOrigin(scheme: target.scheme, authority: target.authority)
-        let staysOnOriginal = targetOrigin.isSameAccessory(as: self.originalOrigin)
+        let staysOnOriginal = targetOrigin.isSameAccessory(as: originalOrigin)
         if !staysOnOriginal && !self.policy.allowCrossAccessory {
             return .fail(.crossAccessoryRefused(location: location))
         }

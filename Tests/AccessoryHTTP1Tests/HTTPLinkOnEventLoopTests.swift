@@ -1,0 +1,153 @@
+import AccessoryHTTP1
+import AccessoryTransport
+import HTTPTypes
+import NIOCore
+import Synchronization
+import Testing
+
+/// The same link, driven by a caller that prefers the link's own executor (as
+/// `AccessoryClient.data` and latency-sensitive callers do). Such a caller starts exchanges
+/// without a hop and claims each body only after the read that carried the head: a small body
+/// then arrives as one buffer, a large one switches to streaming. Both must behave exactly like
+/// the streamed path: same bytes, same errors, same back-pressure, same recovery.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct HTTPLinkOnEventLoopTests {
+    static let twoMiB = 2 * 1024 * 1024
+
+    @Test func keepAliveCarriesSmallBodiesOfEveryFraming() async throws {
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.ok("one")),
+                .readRequest, .write(Reply.chunked(["tw", "o"])),
+                .readRequest, .write(Reply.ok("")),
+                .readRequest, .write(Reply.ok("four")),
+            ]
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let bodies = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> [String] in
+            var bodies: [String] = []
+            for path in ["/1", "/2", "/3", "/4"] {
+                #expect(link.taskExecutor.eventLoop.inEventLoop)
+                bodies.append(try await link.fetch(path).body)
+            }
+            return bodies
+        }
+        #expect(bodies == ["one", "two", "", "four"])
+        #expect(device.connectionCount == 1)
+        #expect(link.openCount == 1)
+        await link.shutdown()
+        #expect(await device.waitUntilFinished())
+        #expect(device.problems == [])
+    }
+
+    @Test func truncatedBodyFailsAndTheNextRequestReopens() async throws {
+        let device = ScriptedDevice([
+            [.readRequest, .write(Reply.head(contentLength: 100) + Array("only ten b".utf8)), .close],
+            [.readRequest, .respond { Reply.ok("ok " + $0.path) }],
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
+            #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == .linkClosed)
+            #expect(try await link.fetch("/next").body == "ok /next")
+        }
+        #expect(link.openCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func deviceStopsSendingMidBodyTimesOut() async throws {
+        var configuration = testConfiguration()
+        configuration.idleTimeout = .milliseconds(300)
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: 100) + Array("ten bytes!".utf8)),
+                .sleep(milliseconds: 2000),
+            ],
+            [.readRequest, .respond { Reply.ok("ok " + $0.path) }],
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
+            #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
+            #expect(try await link.fetch("/next").body == "ok /next")
+        }
+        await link.shutdown()
+    }
+
+    @Test func largeBodyStreamsInPartsWithEveryByte() async throws {
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let (total, parts, allA) = try await withTaskExecutorPreference(link.taskExecutor) {
+            () async throws -> (Int, Int, Bool) in
+            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) { response in
+                var (total, parts, allA) = (0, 0, true)
+                for try await part in response.body {
+                    total += part.readableBytes
+                    parts += 1
+                    allA = allA && part.readableBytesView.allSatisfy { $0 == 0x61 }
+                }
+                return (total, parts, allA)
+            }
+        }
+        #expect(total == Self.twoMiB)
+        #expect(allA)
+        // Larger than what is gathered before the claim (the response buffer, 1 MiB): streamed.
+        #expect(parts > 1)
+        #expect(try await link.fetch("/next").body == "after /next")
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func consumerReturnsWithoutReadingIsDrained() async throws {
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
+                .readRequest, .respond { Reply.ok("after " + $0.path) },
+            ]
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
+            let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
+                $0.head.status.code
+            }
+            #expect(status == 200)
+            #expect(try await link.fetch("/next").body == "after /next")
+        }
+        #expect(device.connectionCount == 1)
+        await link.shutdown()
+    }
+
+    @Test func slowConsumerBoundsWhatTheDeviceCanWrite() async throws {
+        let total = 64 * 1024 * 1024
+        let device = ScriptedDevice(
+            ioTimeoutSeconds: 10,
+            script: { _ in
+                [
+                    .readRequest, .write(Reply.head(contentLength: total)), .writeRepeated(0x63, count: total),
+                    .readRequest, .respond { Reply.ok("after " + $0.path) },
+                ]
+            }
+        )
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        // The consumer pauses before its first part: the device must be held back meanwhile.
+        let writtenBeforeClaim = Atomic<Int>(0)
+        let read = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> Int in
+            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) { response in
+                try await Task.sleep(for: .milliseconds(500))
+                writtenBeforeClaim.store(device.connections.first?.written ?? 0, ordering: .relaxed)
+                var read = 0
+                for try await part in response.body { read += part.readableBytes }
+                return read
+            }
+        }
+        #expect(read == total)
+        let written = writtenBeforeClaim.load(ordering: .relaxed)
+        #expect(written > 0)
+        #expect(written < 16 * 1024 * 1024, "the device wrote \(written) bytes while the consumer paused")
+        #expect(try await link.fetch("/next").body == "after /next")
+        await link.shutdown()
+    }
+}
