@@ -326,25 +326,35 @@ struct Benchmarks: Sendable {
         }
         if status {
             let request = try AccessoryRequest(url: "/status")
+            let responder = children.pids.withLock { $0.last }
             var rates: [Double] = [], p50: [Double] = [], p99: [Double] = []
+            var clientCPU: [Double] = [], responderCPU: [Double] = []
             for rep in 0..<(self.reps + 1) {
                 var latencies: [Double] = []
                 latencies.reserveCapacity(self.statusCount)
+                let cpuBefore = (Sys.cpuSeconds(getpid()), responder.map(Sys.cpuSeconds) ?? 0)
                 let start = Sys.now()
-                for _ in 0..<self.statusCount {
-                    let begin = Sys.now()
-                    let (head, _) = try await client.data(request)
-                    guard head.status == .ok else { throw BenchError("/status answered \(head.status)") }
-                    latencies.append((Sys.now() - begin).seconds * 1e6)
+                try await withTaskExecutorPreference(client.link.taskExecutor) {
+                    for _ in 0..<self.statusCount {
+                        let begin = Sys.now()
+                        let (head, _) = try await client.data(request)
+                        guard head.status == .ok else { throw BenchError("/status answered \(head.status)") }
+                        latencies.append((Sys.now() - begin).seconds * 1e6)
+                    }
                 }
                 if rep == 0 { continue }
                 rates.append(Double(self.statusCount) / (Sys.now() - start).seconds)
                 p50.append(Summary.percentile(latencies, 0.5))
                 p99.append(Summary.percentile(latencies, 0.99))
+                let perRequest = 1e6 / Double(self.statusCount)
+                clientCPU.append((Sys.cpuSeconds(getpid()) - cpuBefore.0) * perRequest)
+                if let responder { responderCPU.append((Sys.cpuSeconds(responder) - cpuBefore.1) * perRequest) }
             }
             table.add(Names.nativeStatus, "req/s", rates, note: "AccessoryClient.data, one link")
             table.add(Names.nativeStatusP50, "µs", p50)
             table.add(Names.nativeStatusP99, "µs", p99)
+            table.add(Names.nativeStatusClientCPU, "µs", clientCPU, note: "CPU time of the client process per request")
+            table.add(Names.nativeStatusResponderCPU, "µs", responderCPU, note: "CPU time of the responder per request")
         }
         let opens = client.link.openCount
         await client.shutdown()
@@ -471,6 +481,8 @@ enum Names {
     static let nativeStatus = "GET /status: native API"
     static let nativeStatusP50 = "GET /status: native p50"
     static let nativeStatusP99 = "GET /status: native p99"
+    static let nativeStatusClientCPU = "GET /status: native client CPU"
+    static let nativeStatusResponderCPU = "GET /status: responder CPU"
     static let h2loadStatus = "GET /status: h2load --h1 + nginx"
     static let h2loadStatusMean = "GET /status: h2load mean latency"
     static let memoryGrowth = "1 GiB download: CLI RSS growth"

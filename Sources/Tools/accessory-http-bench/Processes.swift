@@ -182,6 +182,26 @@ enum Sys {
     }
 
     static func now() -> ContinuousClock.Instant { ContinuousClock.now }
+
+    /// CPU time used so far by every thread of process `pid` (user + system), in seconds, from
+    /// `/proc/PID/task/*/schedstat` (nanosecond resolution, unlike `utime`/`stime` ticks).
+    /// Threads that have exited are not counted, so call it while the process is busy.
+    static func cpuSeconds(_ pid: pid_t) -> Double {
+        guard let directory = opendir("/proc/\(pid)/task") else { return 0 }
+        defer { closedir(directory) }
+        var total: UInt64 = 0
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard name.first?.isNumber == true else { continue }
+            let stat = readFile("/proc/\(pid)/task/\(name)/schedstat")
+            if let first = stat.split(separator: " ").first, let nanoseconds = UInt64(first) {
+                total += nanoseconds
+            }
+        }
+        return Double(total) / 1e9
+    }
 }
 
 extension Duration {
