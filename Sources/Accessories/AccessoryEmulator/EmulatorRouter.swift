@@ -10,11 +10,11 @@ struct EmulatorRouter: Sendable {
 
     func respond(to request: ResponderRequest) async throws -> ResponderResponse {
         let target = request.head.path ?? "/"
-        let path =
-            target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? "/"
-        let segments = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        // Substrings, not Strings: routing a request allocates as little as possible.
+        let path = target.firstIndex(of: "?").map { target[..<$0] } ?? target[...]
+        let segments = path.split(separator: "/", omittingEmptySubsequences: true)
         let method = request.head.method
-        guard let first = segments.first else { return EmulatorResponses.notFound(path) }
+        guard let first = segments.first else { return EmulatorResponses.notFound(String(path)) }
 
         func allow(_ methods: [HTTPRequest.Method]) -> ResponderResponse? {
             methods.contains(method) ? nil : EmulatorResponses.methodNotAllowed(methods)
@@ -26,36 +26,36 @@ struct EmulatorRouter: Sendable {
         case ("echo", 1):
             return try await EchoEndpoint.respond(to: request)
         case ("bytes", 2):
-            return allow(Self.readOnly) ?? BytesEndpoint.respond(count: segments[1], chunked: false)
+            return allow(Self.readOnly) ?? BytesEndpoint.respond(count: String(segments[1]), chunked: false)
         case ("stream", 2):
-            return allow(Self.readOnly) ?? BytesEndpoint.respond(count: segments[1], chunked: true)
+            return allow(Self.readOnly) ?? BytesEndpoint.respond(count: String(segments[1]), chunked: true)
         case ("redirect", 2):
-            return RedirectEndpoint.relative(count: segments[1])
+            return RedirectEndpoint.relative(count: String(segments[1]))
         case ("absolute-redirect", 2):
-            return RedirectEndpoint.absolute(count: segments[1], host: request.head.authority)
+            return RedirectEndpoint.absolute(count: String(segments[1]), host: request.head.authority)
         case ("redirect-to", 1):
             return RedirectEndpoint.redirectTo(target: target)
         case ("basic-auth", 3):
             return allow(Self.readOnly)
-                ?? BasicAuthEndpoint.respond(to: request.head, user: segments[1], password: segments[2])
+                ?? BasicAuthEndpoint.respond(to: request.head, user: String(segments[1]), password: String(segments[2]))
         case ("digest-auth", 4), ("digest-auth", 5):
             return allow(Self.readOnly)
                 ?? DigestAuthEndpoint.respond(
                     to: request.head,
-                    qop: segments[1],
-                    user: segments[2],
-                    password: segments[3],
-                    algorithm: segments.count == 5 ? segments[4] : "MD5"
+                    qop: String(segments[1]),
+                    user: String(segments[2]),
+                    password: String(segments[3]),
+                    algorithm: segments.count == 5 ? String(segments[4]) : "MD5"
                 )
         case ("delay", 2):
-            return try await DelayEndpoint.respond(seconds: segments[1])
+            return try await DelayEndpoint.respond(seconds: String(segments[1]))
         case ("etag", 1):
             return allow(Self.readOnly) ?? ETagEndpoint.respond(to: request.head)
         case ("upload", 1):
             if let refusal = allow([.post, .put]) { return refusal }
             return try await UploadEndpoint.respond(to: request)
         default:
-            return EmulatorResponses.notFound(path)
+            return EmulatorResponses.notFound(String(path))
         }
     }
 }
