@@ -27,10 +27,15 @@ struct RequestRunner {
         let status: HTTPResponse.Status
         do {
             status = try await withTaskCancellationHandler {
-                if let output = self.options.output {
-                    return try await self.download(client, request, to: output, progressBar: progressBar)
-                } else {
-                    return try await self.printResponse(client, request, method: method)
+                // One link, one request, nothing else to serve: the whole exchange, writing the
+                // body out included, runs on the link's event loop thread, with no thread hop
+                // per body part (curl's single-threaded loop, in effect).
+                try await withTaskExecutorPreference(client.taskExecutor) { () async throws -> HTTPResponse.Status in
+                    if let output = self.options.output {
+                        return try await self.download(client, request, to: output, progressBar: progressBar)
+                    } else {
+                        return try await self.printResponse(client, request, method: method)
+                    }
                 }
             } onCancel: {
                 // A cancelled exchange waits for the device to finish answering (so a link can be
