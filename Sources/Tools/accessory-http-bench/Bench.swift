@@ -402,6 +402,16 @@ struct Benchmarks: Sendable {
     /// Runs the CLI on one end of a socketpair (`--device stdio`) and the responder on the
     /// other; returns the CLI's and the responder's exits and the CLI's wall time.
     func runCLI(_ arguments: [String]) throws -> (cli: Sys.Exit, serve: Sys.Exit, time: Duration) {
+        let run = try self.runCLI(arguments, watchingPeaks: false)
+        return (run.cli, run.serve, run.time)
+    }
+
+    /// With `watchingPeaks`, also returns the peak RSS (`VmHWM`) of the CLI and the responder,
+    /// polled while the CLI runs (which costs the wall time up to 2 ms).
+    func runCLI(
+        _ arguments: [String],
+        watchingPeaks: Bool
+    ) throws -> (cli: Sys.Exit, serve: Sys.Exit, time: Duration, cliPeak: Int, servePeak: Int) {
         let (cliEnd, serveEnd) = try Sys.socketPair()
         let log = try self.childStderr()
         defer { close(log) }
@@ -415,7 +425,13 @@ struct Benchmarks: Sendable {
             stderr: log
         )
         close(cliEnd)
-        let cliExit = Sys.wait(cli)
+        let cliExit: Sys.Exit
+        var peaks: [pid_t: Int] = [:]
+        if watchingPeaks {
+            (cliExit, peaks) = Sys.waitWatchingPeak(cli, others: [serve])
+        } else {
+            cliExit = Sys.wait(cli)
+        }
         let time = Sys.now() - start
         let serveExit = Sys.wait(serve)
         guard cliExit.succeeded else {
@@ -423,7 +439,7 @@ struct Benchmarks: Sendable {
                 "accessory-http \(arguments.joined(separator: " ")) failed (\(cliExit.status)); see \(self.childLog)"
             )
         }
-        return (cliExit, serveExit, time)
+        return (cliExit, serveExit, time, peaks[cli] ?? 0, peaks[serve] ?? 0)
     }
 
     func cliBulk(into table: inout Table) throws {
@@ -438,19 +454,20 @@ struct Benchmarks: Sendable {
     // MARK: Memory
 
     func memory(into table: inout Table) throws {
-        let baseline = try self.runCLI(["get", "/status", "-o", "/dev/null"]).cli.maxRSS
+        // The peaks are each process's own VmHWM, polled while it runs (see `waitWatchingPeak`).
+        let baseline = try self.runCLI(["get", "/status", "-o", "/dev/null"], watchingPeaks: true).cliPeak
         var growth: [Double] = [], peaks: [Double] = [], servePeaks: [Double] = []
         let file = "\(self.workDir)/download.bin"
         for _ in 0..<self.reps {
-            let run = try self.runCLI(["download", "/bytes/\(self.memoryBytes)", "-o", file])
+            let run = try self.runCLI(["download", "/bytes/\(self.memoryBytes)", "-o", file], watchingPeaks: true)
             var info = stat()
             guard stat(file, &info) == 0, Int(info.st_size) == self.memoryBytes else {
                 throw BenchError("the download is not \(self.memoryBytes) bytes")
             }
             unlink(file)
-            peaks.append(Double(run.cli.maxRSS) / 1_048_576)
-            growth.append(Double(run.cli.maxRSS - baseline) / 1_048_576)
-            servePeaks.append(Double(run.serve.maxRSS) / 1_048_576)
+            peaks.append(Double(run.cliPeak) / 1_048_576)
+            growth.append(Double(run.cliPeak - baseline) / 1_048_576)
+            servePeaks.append(Double(run.servePeak) / 1_048_576)
         }
         let size = "\(self.memoryBytes >> 20) MiB"
         table.add(
@@ -459,8 +476,8 @@ struct Benchmarks: Sendable {
             growth,
             note: "CLI download of \(size) to a file; peak RSS minus that of GET /status (\(baseline >> 20) MiB)"
         )
-        table.add(Names.memoryPeak, "MiB", peaks, note: "the CLI's peak RSS")
-        table.add(Names.memoryServe, "MiB", servePeaks, note: "the responder's peak RSS")
+        table.add(Names.memoryPeak, "MiB", peaks, note: "the CLI's own peak RSS (VmHWM)")
+        table.add(Names.memoryServe, "MiB", servePeaks, note: "the responder's own peak RSS (VmHWM)")
     }
 }
 

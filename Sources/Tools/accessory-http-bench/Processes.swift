@@ -56,6 +56,36 @@ enum Sys {
         return Exit(status: status, maxRSS: Int(usage.ru_maxrss) * 1024)
     }
 
+    /// Waits for `pid` like ``wait(_:)``, polling the peak RSS (`VmHWM`) of `pid` and of
+    /// `others` every 2 ms meanwhile. Unlike `ru_maxrss`, `VmHWM` belongs to the process's own
+    /// address space: `posix_spawn` (a vfork) carries the parent's peak into the child's
+    /// `ru_maxrss`, so a child of a large benchmark process would report the benchmark's size.
+    static func waitWatchingPeak(_ pid: pid_t, others: [pid_t]) -> (exit: Exit, peaks: [pid_t: Int]) {
+        var status: CInt = 0
+        var usage = rusage()
+        var peaks: [pid_t: Int] = [:]
+        while true {
+            let result = wait4(pid, &status, WNOHANG, &usage)
+            if result == pid { break }
+            if result < 0 && errno != EINTR { break }
+            for watched in [pid] + others {
+                peaks[watched] = max(peaks[watched] ?? 0, Self.peakRSS(watched))
+            }
+            usleep(2000)
+        }
+        return (Exit(status: status, maxRSS: Int(usage.ru_maxrss) * 1024), peaks)
+    }
+
+    /// `VmHWM` of `pid` in bytes (0 once it has exited).
+    static func peakRSS(_ pid: pid_t) -> Int {
+        let status = readFile("/proc/\(pid)/status")
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) else { return 0 }
+        let kib =
+            line.dropFirst("VmHWM:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) }
+            ?? 0
+        return kib * 1024
+    }
+
     static func terminate(_ pid: pid_t) {
         kill(pid, SIGTERM)
         wait(pid)
