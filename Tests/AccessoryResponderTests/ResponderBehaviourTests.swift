@@ -2,6 +2,7 @@ import AccessoryResponder
 import Foundation
 import HTTPTypes
 import NIOCore
+import NIOPosix
 import Testing
 
 /// Responder rules that do not depend on the emulator: failures, streaming, idle links.
@@ -21,6 +22,24 @@ struct ResponderBehaviourTests {
             let fine = try await link.readResponse()
             #expect(fine.status == 200)
             #expect(fine.bodyText == "ok")
+        }
+    }
+
+    /// By default a handler runs on the link's event loop thread (no hop per request); a
+    /// configuration for blocking handlers runs it off every event loop.
+    @Test(arguments: [true, false])
+    func handlerRunsWhereTheConfigurationSays(onEventLoop: Bool) async throws {
+        var configuration = ResponderConfiguration()
+        configuration.runsHandlersOnEventLoop = onEventLoop
+        let responder = HTTPResponder(configuration: configuration) { _ in
+            let onLoop = MultiThreadedEventLoopGroup.currentEventLoop != nil
+            return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: onLoop ? "loop" : "pool")))
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            for _ in 0..<3 {
+                try await link.send("GET /where HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try await link.readResponse().bodyText == (onEventLoop ? "loop" : "pool"))
+            }
         }
     }
 

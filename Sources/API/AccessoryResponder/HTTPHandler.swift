@@ -3,4 +3,7 @@
 /// Throwing before the response is returned yields `500 Internal Server Error`; throwing from a
 /// streamed body after the head was sent closes the link, because the response cannot be
 /// completed honestly.
+///
+/// By default the handler runs on the link's event loop thread and must not block; see
+/// ``ResponderConfiguration/runsHandlersOnEventLoop``.
 public typealias HTTPHandler = @Sendable (ResponderRequest) async throws -> ResponderResponse

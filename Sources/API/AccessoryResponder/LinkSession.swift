@@ -17,11 +17,14 @@ struct LinkSession: Sendable {
 
     /// Runs until the peer closes the link, a protocol error closes it, or the task is cancelled.
     ///
-    /// The loop and the handler run on the link's event loop: reading a request, answering it
-    /// and writing the response then stay on one thread, with no wake-up of another thread per
-    /// request (see ``EventLoopTaskExecutor``).
+    /// The loop and the handler run on the link's event loop (unless the configuration says
+    /// otherwise): reading a request, answering it and writing the response then stay on one
+    /// thread, with no wake-up of another thread per request (see ``EventLoopTaskExecutor``).
     func run() async {
-        await withTaskExecutorPreference(EventLoopTaskExecutor(self.channel.channel.eventLoop)) {
+        let executor: any TaskExecutor =
+            self.configuration.runsHandlersOnEventLoop
+            ? EventLoopTaskExecutor(self.channel.channel.eventLoop) : globalConcurrentExecutor
+        await withTaskExecutorPreference(executor) {
             await self.serve()
         }
     }
