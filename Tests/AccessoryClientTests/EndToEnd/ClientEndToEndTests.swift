@@ -5,6 +5,7 @@ import AccessoryHTTP1
 import Foundation
 import HTTPTypes
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -194,6 +195,36 @@ struct ClientEndToEndTests {
         let (head, _) = try await client.data(AccessoryRequest(path: "/digest-auth/none/u/pw"))
         #expect(head.status == .ok)
         #expect(asked.load(ordering: .relaxed) == 1)
+    }
+
+    @Test("the caller's handler runs where the caller runs; a credential provider never on an event loop")
+    func whereCallerCodeRuns() async throws {
+        let providerCallsOnALoop = Atomic<Int>(0)
+        let client = makeEmulatorClient { configuration in
+            configuration.credentialProvider = ClosureCredentialProvider { _, _ in
+                if MultiThreadedEventLoopGroup.currentEventLoop != nil {
+                    providerCallsOnALoop.add(1, ordering: .relaxed)
+                }
+                return Credentials(user: "u", password: "pw")
+            }
+        }
+        defer { Task { await client.shutdown() } }
+        let status = AccessoryRequest(path: "/status")
+        let handlerOnALoop = try await client.execute(status) { _ in
+            MultiThreadedEventLoopGroup.currentEventLoop != nil
+        }
+        #expect(!handlerOnALoop)
+        // data() runs on the link's event loop, but the provider it may ask is the caller's code.
+        let (head, _) = try await client.data(AccessoryRequest(path: "/digest-auth/none/u/pw"))
+        #expect(head.status == .ok)
+        #expect(providerCallsOnALoop.load(ordering: .relaxed) == 0)
+        // A caller that asks for the link's executor gets it, handler included.
+        let onTheLinksLoop = try await withTaskExecutorPreference(client.taskExecutor) { () async throws -> Bool in
+            try await client.execute(status) { _ in
+                MultiThreadedEventLoopGroup.currentEventLoop === client.taskExecutor.eventLoop
+            }
+        }
+        #expect(onTheLinksLoop)
     }
 
     // MARK: Files
