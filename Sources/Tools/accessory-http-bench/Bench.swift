@@ -537,6 +537,8 @@ enum Names {
     static let nativeStatusResponderCPU = "GET /status: responder CPU"
     static let h2loadStatus = "GET /status: h2load --h1 + nginx"
     static let h2loadStatusMean = "GET /status: h2load mean latency"
+    static let h2loadClientCPU = "GET /status: h2load CPU"
+    static let h2loadServerCPU = "GET /status: nginx CPU"
     static let memoryGrowth = "1 GiB download: CLI RSS growth"
     static let memoryPeak = "1 GiB download: CLI peak RSS"
     static let memoryServe = "1 GiB download: responder peak RSS"

@@ -85,10 +85,11 @@ extension Benchmarks {
         }
 
         if let h2load = Sys.which("h2load") {
-            var rates: [Double] = [], means: [Double] = []
+            var rates: [Double] = [], means: [Double] = [], clientCPU: [Double] = [], serverCPU: [Double] = []
             let output = "\(self.workDir)/h2load.out"
             for rep in 0..<(self.reps + 1) {
                 let out = try Sys.createFile(output)
+                let serverBefore = Sys.cpuSeconds(server)
                 let pid = try Sys.spawn(
                     [
                         h2load, "--h1", "-c", "1", "-t", "1", "-n", String(self.statusCount), "-B", "unix:\(socket)",
@@ -99,7 +100,9 @@ extension Benchmarks {
                     stderr: log
                 )
                 close(out)
-                guard Sys.wait(pid).succeeded else { throw BenchError("h2load failed; see \(output)") }
+                let exit = Sys.wait(pid)
+                let serverSeconds = Sys.cpuSeconds(server) - serverBefore
+                guard exit.succeeded else { throw BenchError("h2load failed; see \(output)") }
                 let text = Sys.readFile(output)
                 guard let parsed = Self.parseH2load(text) else {
                     throw BenchError("cannot read h2load's output: \(text)")
@@ -107,10 +110,19 @@ extension Benchmarks {
                 if rep > 0 {
                     rates.append(parsed.rate)
                     means.append(parsed.meanMicroseconds)
+                    clientCPU.append(exit.cpuSeconds * 1e6 / Double(self.statusCount))
+                    serverCPU.append(serverSeconds * 1e6 / Double(self.statusCount))
                 }
             }
             table.add(Names.h2loadStatus, "req/s", rates, note: "one connection, \(self.statusCount) requests")
             table.add(Names.h2loadStatusMean, "µs", means, note: "h2load reports the mean, not percentiles")
+            table.add(
+                Names.h2loadClientCPU,
+                "µs",
+                clientCPU,
+                note: "CPU time of h2load per request (start-up included)"
+            )
+            table.add(Names.h2loadServerCPU, "µs", serverCPU, note: "CPU time of nginx per request")
         } else {
             table.unavailable(Names.h2loadStatus, "req/s", "h2load not installed (Debian package nghttp2-client)")
         }

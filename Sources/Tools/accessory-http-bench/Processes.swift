@@ -44,6 +44,8 @@ enum Sys {
         let status: CInt
         /// Peak resident set size in bytes.
         let maxRSS: Int
+        /// User plus system CPU time, in seconds.
+        var cpuSeconds: Double = 0
         var succeeded: Bool { status == 0 }
     }
 
@@ -53,7 +55,12 @@ enum Sys {
         var status: CInt = 0
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
-        return Exit(status: status, maxRSS: Int(usage.ru_maxrss) * 1024)
+        let cpu = { (time: timeval) in Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return Exit(
+            status: status,
+            maxRSS: Int(usage.ru_maxrss) * 1024,
+            cpuSeconds: cpu(usage.ru_utime) + cpu(usage.ru_stime)
+        )
     }
 
     /// Waits for `pid` like ``wait(_:)``, polling the peak RSS (`VmHWM`) of `pid` and of
