@@ -14,7 +14,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "accessory-http-bench",
         abstract:
             "Throughput, latency and memory of accessory-http, side by side with the raw limit and curl/h2load + nginx.",
-        subcommands: [Run.self, RawSource.self, RawPong.self, URLSessionDownload.self],
+        subcommands: [Run.self, RawSource.self, RawPong.self, NIOPong.self, URLSessionDownload.self],
         defaultSubcommand: Run.self
     )
 }
@@ -67,7 +67,10 @@ struct Run: AsyncParsableCommand {
         if groups.contains("bulk") || groups.contains("status") {
             log("socketpair: raw limit")
             try bench.rawBulk(into: &table)
-            if groups.contains("status") { try bench.rawPingPong(exchange, into: &table) }
+            if groups.contains("status") {
+                try bench.rawPingPong(exchange, into: &table)
+                try await bench.nioFloors(exchange, into: &table)
+            }
             log("socketpair: native API")
             try await bench.native(into: &table, bulk: groups.contains("bulk"), status: groups.contains("status"))
         }
@@ -251,6 +254,31 @@ struct Benchmarks: Sendable {
         let (serveRates, serveP50, _) = try self.pingPong(exchange, self.serveCommand)
         table.add(Names.responderStatus, "req/s", serveRates, note: "the same loop against `serve --device stdio`")
         table.add(Names.responderStatusP50, "µs", serveP50)
+        // The floor of any NIO-based responder: NIO's HTTP pipeline and a handler that answers
+        // on the event loop with the captured bytes, nothing else.
+        let (floorRates, floorP50, _) = try self.pingPong(exchange, [self.selfPath, "nio-pong", responsePath])
+        table.add(
+            Names.nioFloorStatus,
+            "req/s",
+            floorRates,
+            note: "the same loop against a bare NIO HTTP/1.1 handler (`nio-pong`)"
+        )
+        table.add(Names.nioFloorStatusP50, "µs", floorP50)
+    }
+
+    /// The two NIO floors together: a bare NIO client against the raw pong (the client's floor)
+    /// and against the bare NIO handler (the floor of any NIO client and responder pair).
+    func nioFloors(_ exchange: StatusExchange, into table: inout Table) async throws {
+        let responsePath = "\(self.workDir)/status-response"
+        let (clientRates, clientP50) = try await self.nioPing(
+            exchange,
+            [self.selfPath, "raw-pong", String(exchange.request.count), responsePath]
+        )
+        table.add(Names.nioClientFloor, "req/s", clientRates, note: "a bare NIO HTTP/1.1 client handler → raw pong")
+        table.add(Names.nioClientFloorP50, "µs", clientP50)
+        let (pairRates, pairP50) = try await self.nioPing(exchange, [self.selfPath, "nio-pong", responsePath])
+        table.add(Names.nioPairFloor, "req/s", pairRates, note: "a bare NIO client handler → a bare NIO server handler")
+        table.add(Names.nioPairFloorP50, "µs", pairP50)
     }
 
     /// Sends the captured request and reads a response of the captured length, `statusCount`
@@ -530,6 +558,12 @@ enum Names {
     static let rawStatusP99 = "ping-pong limit: p99"
     static let responderStatus = "GET /status: raw loop → responder"
     static let responderStatusP50 = "GET /status: raw loop → responder p50"
+    static let nioFloorStatus = "GET /status: raw loop → bare NIO handler"
+    static let nioFloorStatusP50 = "GET /status: raw loop → bare NIO handler p50"
+    static let nioClientFloor = "GET /status: bare NIO client → raw pong"
+    static let nioClientFloorP50 = "GET /status: bare NIO client → raw pong p50"
+    static let nioPairFloor = "GET /status: bare NIO client → bare NIO handler"
+    static let nioPairFloorP50 = "GET /status: bare NIO client → bare NIO handler p50"
     static let nativeStatus = "GET /status: native API"
     static let nativeStatusP50 = "GET /status: native p50"
     static let nativeStatusP99 = "GET /status: native p99"
