@@ -109,6 +109,39 @@ struct ResponderBehaviourTests {
         }
     }
 
+    /// Several buffers in one write: every byte in order, empty ones skipped (an empty chunk
+    /// would end a chunked body), the declared length checked against their sum.
+    @Test(arguments: [nil, 7] as [Int?])
+    func writerTakesSeveralBuffersAtOnce(declaredLength: Int?) async throws {
+        let responder = HTTPResponder { _ in
+            ResponderResponse(
+                status: .ok,
+                body: .stream(length: declaredLength) { writer in
+                    try await writer.write(contentsOf: [
+                        ByteBuffer(string: "ab"), ByteBuffer(), ByteBuffer(string: "cd"),
+                    ])
+                    try await writer.write(contentsOf: [ByteBuffer(string: "efg")])
+                    guard declaredLength != nil else { return }
+                    do {
+                        try await writer.write(contentsOf: [ByteBuffer(), ByteBuffer(string: "h")])
+                        Issue.record("a write beyond the declared length was accepted")
+                    } catch let error as ResponderError {
+                        #expect(error.code == .responseLengthMismatch)
+                    }
+                }
+            )
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            for _ in 0..<2 {
+                try await link.send("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+                let response = try await link.readResponse()
+                #expect(response.bodyText == "abcdefg")
+                #expect(response.header("content-length") == declaredLength.map(String.init))
+                #expect(response.header("transfer-encoding") == (declaredLength == nil ? "chunked" : nil))
+            }
+        }
+    }
+
     @Test func noContentAndEmptyBodiesAreFramedCorrectly() async throws {
         let responder = HTTPResponder { request in
             switch request.head.path {

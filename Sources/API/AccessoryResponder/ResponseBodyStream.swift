@@ -30,8 +30,9 @@ final class ResponseBodyStream: Sendable {
         self.state.withLock { $0.pendingHead == nil }
     }
 
-    func write(_ buffer: ByteBuffer) async throws {
-        let count = buffer.readableBytes
+    func write(_ buffers: some Collection<ByteBuffer> & Sendable) async throws {
+        var count = 0
+        for buffer in buffers { count += buffer.readableBytes }
         let head = try self.state.withLock { state throws(ResponderError) -> HTTPResponse? in
             guard !state.finished else {
                 throw ResponderError(.responseFinished, "the response body was written after the response ended")
@@ -49,11 +50,16 @@ final class ResponseBodyStream: Sendable {
             return state.pendingHead
         }
         guard count > 0 else { return }
-        if let head {
-            try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .body(buffer)))
-        } else {
+        if head == nil, buffers.count == 1, let buffer = buffers.first {
             try await self.outbound.write(.body(buffer))
+            return
         }
+        var parts: [HTTPResponsePart] = []
+        parts.reserveCapacity(buffers.count + 1)
+        if let head { parts.append(.head(head)) }
+        // An empty chunk would read as the chunked terminator: empty buffers are left out.
+        for buffer in buffers where buffer.readableBytes > 0 { parts.append(.body(buffer)) }
+        try await self.outbound.write(contentsOf: parts)
     }
 
     /// Ends the body: checks the declared length and sends the end (and the head, if no body
