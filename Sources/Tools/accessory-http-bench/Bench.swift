@@ -339,7 +339,7 @@ struct Benchmarks: Sendable {
         case pool
         case link
 
-        var suffix: String { self == .pool ? "" : " (on the link's executor)" }
+        var suffix: String { self == .pool ? "" : CallerOnLink.suffix }
 
         func run<T>(_ client: AccessoryClient, _ body: () async throws -> T) async throws -> T {
             switch self {
@@ -545,6 +545,11 @@ struct ChildOnSocketPair: ByteStreamTransport {
             throw error
         }
     }
+}
+
+enum CallerOnLink {
+    /// Added to a row's name when the caller ran on the link's executor.
+    static let suffix = " (on the link's executor)"
 }
 
 enum Names {
