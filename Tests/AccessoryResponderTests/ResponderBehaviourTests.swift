@@ -1,8 +1,10 @@
 import AccessoryResponder
+import AccessoryTransport
 import Foundation
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 
 /// Responder rules that do not depend on the emulator: failures, streaming, idle links.
@@ -41,6 +43,66 @@ struct ResponderBehaviourTests {
                 #expect(try await link.readResponse().bodyText == (onEventLoop ? "loop" : "pool"))
             }
         }
+    }
+
+    /// A handler that does not read its request body yet holds the peer back: the responder
+    /// stops reading the link instead of buffering the body, on the event loop or off it.
+    @Test(arguments: [true, false])
+    func unreadRequestBodyHoldsThePeerBack(onEventLoop: Bool) async throws {
+        let total = 32 * 1024 * 1024
+        let written = Atomic<Int>(0)
+        let writtenWhileWaiting = Atomic<Int>(-1)
+        var configuration = ResponderConfiguration()
+        configuration.runsHandlersOnEventLoop = onEventLoop
+        let responder = HTTPResponder(configuration: configuration) { request in
+            try await Task.sleep(for: .milliseconds(500))
+            writtenWhileWaiting.store(written.load(ordering: .relaxed), ordering: .relaxed)
+            var received = 0
+            for try await part in request.body { received += part.readableBytes }
+            return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "received \(received)")))
+        }
+        let (serverEnd, clientEnd) = try SocketPairTransport.makeSocketPair()
+        let server = Task {
+            try await responder.serve(descriptor: serverEnd, on: MultiThreadedEventLoopGroup.singleton.next())
+        }
+        // The peer: blocking writes on a thread of its own, so a full socket simply blocks it.
+        let reply: String = await withCheckedContinuation { continuation in
+            Thread {
+                defer { close(clientEnd) }
+                func send(_ bytes: [UInt8]) -> Bool {
+                    var offset = 0
+                    while offset < bytes.count {
+                        let n = bytes[offset...].withUnsafeBytes { Glibc.write(clientEnd, $0.baseAddress, $0.count) }
+                        guard n > 0 else { return false }
+                        offset += n
+                        written.add(n, ordering: .relaxed)
+                    }
+                    return true
+                }
+                let head = "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: \(total)\r\nConnection: close\r\n\r\n"
+                let chunk = [UInt8](repeating: 0x75, count: 64 * 1024)
+                var ok = send(Array(head.utf8))
+                var left = total
+                while ok && left > 0 {
+                    ok = send(Array(chunk.prefix(left)))
+                    left -= min(left, chunk.count)
+                }
+                var response: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { Glibc.read(clientEnd, $0.baseAddress, $0.count) }
+                    if n <= 0 { break }
+                    response += buffer[0..<n]
+                }
+                continuation.resume(returning: String(decoding: response, as: UTF8.self))
+            }.start()
+        }
+        #expect(await LinkFixture.finishes(server, within: .seconds(10)))
+        let held = writtenWhileWaiting.load(ordering: .relaxed)
+        #expect(held > 0)
+        #expect(held < 8 * 1024 * 1024, "the peer wrote \(held) bytes while the handler was not reading")
+        #expect(reply.hasPrefix("HTTP/1.1 200"))
+        #expect(reply.contains("received \(total)"))
     }
 
     @Test func streamThatFailsBeforeWritingGets500() async throws {

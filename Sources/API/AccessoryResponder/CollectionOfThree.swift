@@ -22,3 +22,5 @@ struct CollectionOfThree<Element>: RandomAccessCollection {
         }
     }
 }
+
+extension CollectionOfThree: Sendable where Element: Sendable {}

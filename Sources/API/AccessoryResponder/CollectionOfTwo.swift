@@ -16,3 +16,5 @@ struct CollectionOfTwo<Element>: RandomAccessCollection {
         position == 0 ? self.first : self.second
     }
 }
+
+extension CollectionOfTwo: Sendable where Element: Sendable {}

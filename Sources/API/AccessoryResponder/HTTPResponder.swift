@@ -53,7 +53,7 @@ public struct HTTPResponder: Sendable {
             throw ResponderError(.setupFailed, "descriptor \(descriptor) is a regular file, not a byte stream")
         }
         let configuration = self.configuration
-        let channel: ResponderPipeline.LinkChannel
+        let channel: ResponderLink
         do {
             channel = try await NIOPipeBootstrap(group: eventLoop)
                 .channelOption(.allowRemoteHalfClosure, value: true)
@@ -109,7 +109,7 @@ public struct HTTPResponder: Sendable {
         channelInitializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)? = nil
     ) async throws {
         let configuration = self.configuration
-        let server: NIOAsyncChannel<ResponderPipeline.LinkChannel, Never>
+        let server: NIOAsyncChannel<ResponderLink, Never>
         do {
             server = try await ServerBootstrap(group: group)
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
@@ -144,20 +144,20 @@ public struct HTTPResponder: Sendable {
         }
     }
 
-    private func session(_ channel: ResponderPipeline.LinkChannel) -> LinkSession {
+    private func session(_ channel: ResponderLink) -> LinkSession {
         LinkSession(channel: channel, configuration: self.configuration, handler: self.handler, logger: self.logger)
     }
 }
 
 /// Carries the async channel built inside a transport's `configure` closure out to the caller.
 private final class ConfiguredLink: Sendable {
-    private let channel = Mutex<ResponderPipeline.LinkChannel?>(nil)
+    private let channel = Mutex<ResponderLink?>(nil)
 
-    func store(_ channel: ResponderPipeline.LinkChannel) {
+    func store(_ channel: ResponderLink) {
         self.channel.withLock { $0 = channel }
     }
 
-    func take() -> ResponderPipeline.LinkChannel? {
+    func take() -> ResponderLink? {
         self.channel.withLock { value in
             defer { value = nil }
             return value

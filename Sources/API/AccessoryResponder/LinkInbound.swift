@@ -11,14 +11,8 @@ import Synchronization
 /// while no body is current (`BodyPhase.none`), a body reads only while its own exchange is current
 /// and no other read is in flight (`available` → `reading`). When an exchange ends the body is
 /// revoked, so a handler that leaks its body into another task gets an error, not stolen bytes.
-final class LinkInbound: @unchecked Sendable {
-    // Why @unchecked Sendable is safe: `iterator` is the only mutable state outside the mutex.
-    // It is touched only by the holder of the lease described above; taking and returning the
-    // lease happens under `state`'s lock, so two tasks never call `iterator.next()` at once and
-    // every hand-over is ordered by that lock (the lock's acquire/release gives happens-before).
-    // `outbound` is itself Sendable.
-    nonisolated(unsafe) private var iterator: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator
-    private let outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>
+final class LinkInbound: Sendable {
+    private let link: ResponderLink
     private let state = Mutex(State())
 
     /// Who may read, and what the current request's body has done so far.
@@ -54,12 +48,8 @@ final class LinkInbound: @unchecked Sendable {
         case inUse
     }
 
-    init(
-        iterator: NIOAsyncChannelInboundStream<HTTPRequestPart>.AsyncIterator,
-        outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>
-    ) {
-        self.iterator = iterator
-        self.outbound = outbound
+    init(link: ResponderLink) {
+        self.link = link
     }
 
     // MARK: Link loop side
@@ -67,7 +57,7 @@ final class LinkInbound: @unchecked Sendable {
     /// Reads the next part while no exchange owns the stream. Only the link loop calls this.
     func nextPartForLink() async throws -> HTTPRequestPart? {
         do {
-            return try await self.iterator.next()
+            return try await self.link.next()
         } catch {
             throw Self.translate(error)
         }
@@ -159,7 +149,7 @@ final class LinkInbound: @unchecked Sendable {
 
         if sendContinue {
             do {
-                try await self.outbound.write(.head(HTTPResponse(status: .continue)))
+                try await self.link.write(.head(HTTPResponse(status: .continue)))
             } catch {
                 throw self.fail(ResponderError(.connectionClosed, "the link closed before 100 Continue could be sent"))
             }
@@ -167,7 +157,7 @@ final class LinkInbound: @unchecked Sendable {
 
         let part: HTTPRequestPart?
         do {
-            part = try await self.iterator.next()
+            part = try await self.link.next()
         } catch {
             throw self.fail(Self.translate(error))
         }

@@ -10,7 +10,7 @@ struct LinkSession: Sendable {
     /// The most unread request body drained to keep a link alive; a larger one closes the link.
     static let maxDrainBytes = 1 << 20
 
-    let channel: ResponderPipeline.LinkChannel
+    let channel: ResponderLink
     let configuration: ResponderConfiguration
     let handler: HTTPHandler
     let logger: Logger
@@ -23,22 +23,17 @@ struct LinkSession: Sendable {
     func run() async {
         let executor: any TaskExecutor =
             self.configuration.runsHandlersOnEventLoop
-            ? EventLoopTaskExecutor(self.channel.channel.eventLoop) : globalConcurrentExecutor
+            ? EventLoopTaskExecutor(self.channel.eventLoop) : globalConcurrentExecutor
         await withTaskExecutorPreference(executor) {
             await self.serve()
         }
     }
 
     private func serve() async {
-        do {
-            try await self.channel.executeThenClose { inbound, outbound in
-                let link = LinkInbound(iterator: inbound.makeAsyncIterator(), outbound: outbound)
-                let emitter = ResponseEmitter(outbound: outbound, serverName: self.configuration.serverName)
-                await self.serveRequests(link: link, emitter: emitter)
-            }
-        } catch {
-            self.logger.debug("link closed with error", metadata: ["error": "\(error)"])
-        }
+        let link = LinkInbound(link: self.channel)
+        let emitter = ResponseEmitter(link: self.channel, serverName: self.configuration.serverName)
+        await self.serveRequests(link: link, emitter: emitter)
+        await self.channel.close()
     }
 
     private func serveRequests(link: LinkInbound, emitter: ResponseEmitter) async {

@@ -3,9 +3,8 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 
-/// Installs the responder's handlers on a channel and wraps it for async use.
+/// Installs the responder's handlers on a channel and wraps it for the link's task.
 enum ResponderPipeline {
-    typealias LinkChannel = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
 
     /// Must run on the channel's event loop, before the channel is active.
     ///
@@ -18,7 +17,7 @@ enum ResponderPipeline {
     /// comes from swift-http-types, whose field names are checked tokens and whose values are
     /// legalised on construction (CR, LF and NUL cannot get in), so it would check again what
     /// cannot be wrong, at a measurable cost per response.
-    static func configure(_ channel: any Channel, configuration: ResponderConfiguration) throws -> LinkChannel {
+    static func configure(_ channel: any Channel, configuration: ResponderConfiguration) throws -> ResponderLink {
         var limits = NIOHTTPDecoderLimitConfiguration()
         let blockSize = max(1024, configuration.maxHeaderBlockSize)
         limits.maxHeaderFieldSize = blockSize
@@ -35,12 +34,8 @@ enum ResponderPipeline {
             withDecoderLimitConfiguration: limits
         )
         try sync.addHandler(HTTP1ServerPartConverter())
-        return try LinkChannel(
-            wrappingChannelSynchronously: channel,
-            configuration: .init(
-                backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8),
-                isOutboundHalfClosureEnabled: false
-            )
-        )
+        let handler = ResponderLinkHandler(eventLoop: channel.eventLoop)
+        try sync.addHandler(handler)
+        return ResponderLink(channel: channel, handler: handler)
     }
 }

@@ -15,12 +15,12 @@ final class ResponseBodyStream: Sendable {
         var finished = false
     }
 
-    private let outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>
+    private let link: ResponderLink
     private let declaredLength: Int?
     private let state: Mutex<State>
 
-    init(outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>, head: HTTPResponse, declaredLength: Int?) {
-        self.outbound = outbound
+    init(link: ResponderLink, head: HTTPResponse, declaredLength: Int?) {
+        self.link = link
         self.declaredLength = declaredLength
         self.state = Mutex(State(pendingHead: head))
     }
@@ -51,7 +51,7 @@ final class ResponseBodyStream: Sendable {
         }
         guard count > 0 else { return }
         if head == nil, buffers.count == 1, let buffer = buffers.first {
-            try await self.outbound.write(.body(buffer))
+            try await self.link.write(.body(buffer))
             return
         }
         var parts: [HTTPResponsePart] = []
@@ -59,7 +59,7 @@ final class ResponseBodyStream: Sendable {
         if let head { parts.append(.head(head)) }
         // An empty chunk would read as the chunked terminator: empty buffers are left out.
         for buffer in buffers where buffer.readableBytes > 0 { parts.append(.body(buffer)) }
-        try await self.outbound.write(contentsOf: parts)
+        try await self.link.write(contentsOf: parts)
     }
 
     /// Ends the body: checks the declared length and sends the end (and the head, if no body
@@ -78,9 +78,9 @@ final class ResponseBodyStream: Sendable {
             return state.pendingHead
         }
         if let head {
-            try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+            try await self.link.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
         } else {
-            try await self.outbound.write(.end(nil))
+            try await self.link.write(.end(nil))
         }
     }
 

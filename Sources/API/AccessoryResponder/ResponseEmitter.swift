@@ -15,7 +15,7 @@ struct ResponseEmitter: Sendable {
         case broken
     }
 
-    let outbound: NIOAsyncChannelOutboundWriter<HTTPResponsePart>
+    let link: ResponderLink
     let serverName: String?
 
     func emit(_ response: ResponderResponse, requestMethod: HTTPRequest.Method, keepAlive: Bool) async -> Outcome {
@@ -36,15 +36,15 @@ struct ResponseEmitter: Sendable {
                 if !statusForbidsBody && (requestMethod != .head || head.headerFields[.contentLength] == nil) {
                     Self.setLength(0, in: &head)
                 }
-                try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+                try await self.link.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
             case .bytes(let buffer):
                 if !statusForbidsBody {
                     Self.setLength(buffer.readableBytes, in: &head)
                 }
                 if sendsBody && buffer.readableBytes > 0 {
-                    try await self.outbound.write(contentsOf: CollectionOfThree(.head(head), .body(buffer), .end(nil)))
+                    try await self.link.write(contentsOf: CollectionOfThree(.head(head), .body(buffer), .end(nil)))
                 } else {
-                    try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+                    try await self.link.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
                 }
             case .stream(let length, let produce):
                 let length = length.flatMap { $0 >= 0 ? $0 : nil }
@@ -57,10 +57,10 @@ struct ResponseEmitter: Sendable {
                     }
                 }
                 guard sendsBody else {
-                    try await self.outbound.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+                    try await self.link.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
                     return .completed
                 }
-                let stream = ResponseBodyStream(outbound: self.outbound, head: head, declaredLength: length)
+                let stream = ResponseBodyStream(link: self.link, head: head, declaredLength: length)
                 do {
                     try await produce(ResponseBodyWriter(stream: stream))
                     try await stream.finish()
