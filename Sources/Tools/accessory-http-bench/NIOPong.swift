@@ -32,9 +32,12 @@ struct NIOPong: AsyncParsableCommand {
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    // As lean as NIO's server pipeline gets (the responder's configuration).
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                         withPipeliningAssistance: false,
-                        withErrorHandling: false
+                        withServerUpgrade: nil,
+                        withErrorHandling: false,
+                        withOutboundHeaderValidation: false
                     )
                     try channel.pipeline.syncOperations.addHandler(PongHandler(head: head, body: body))
                 }
@@ -85,8 +88,12 @@ extension Benchmarks {
         let channel = try await NIOPipeBootstrap(group: eventLoop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(PingHandler(head: head))
+                    // The encoder and decoder alone (no header validation), as the link uses them.
+                    try channel.pipeline.syncOperations.addHandlers([
+                        HTTPRequestEncoder(),
+                        ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes)),
+                        PingHandler(head: head),
+                    ])
                 }
             }
             .takingOwnershipOfDescriptor(inputOutput: mine)
