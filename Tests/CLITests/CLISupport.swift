@@ -125,13 +125,18 @@ struct RunResult: CustomStringConvertible {
 }
 
 /// Bytes collected from a pipe by a reader thread, readable at any time.
+///
+/// The reader is a thread of its own, not a Dispatch work item: tests run in parallel, every
+/// child holds two blocked readers for its whole life, and on Linux libdispatch's global pool
+/// only grows slowly past the core count, so readers queued behind blocked ones saw output
+/// seconds late (a signal test then signalled a request that had already been answered).
 private final class Collector: Sendable {
     private let bytes = Mutex<[UInt8]>([])
-    private let finished = DispatchSemaphore(value: 0)
+    private let finished = Once()
 
     init(_ handle: FileHandle) {
         let fd = handle.fileDescriptor
-        DispatchQueue.global().async {
+        startThread { [self] in
             var chunk = [UInt8](repeating: 0, count: 64 * 1024)
             while true {
                 let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
@@ -139,17 +144,24 @@ private final class Collector: Sendable {
                 if count <= 0 { break }
                 self.bytes.withLock { $0.append(contentsOf: chunk[0..<count]) }
             }
-            self.finished.signal()
+            self.finished.fire(true)
         }
     }
 
     /// Waits (bounded) for the end of the pipe; a grandchild holding it open only costs the wait.
-    func wait(for timeout: Double) -> [UInt8] {
-        _ = self.finished.wait(timeout: .now() + timeout)
+    func wait(for timeout: Double) async -> [UInt8] {
+        _ = await self.finished.wait(timeout: timeout)
         return self.bytes.withLock { $0 }
     }
 
     var snapshot: [UInt8] { self.bytes.withLock { $0 } }
+}
+
+/// Runs `body` on a new detached thread (see `Collector` for why not Dispatch).
+private func startThread(_ body: @escaping @Sendable () -> Void) {
+    let thread = Thread { body() }
+    thread.stackSize = 1 << 20
+    thread.start()
 }
 
 /// Resumes an async waiter once, with the first value fired.
@@ -169,6 +181,16 @@ private final class Once: Sendable {
             }
             if let early { continuation.resume(returning: early) }
         }
+    }
+
+    /// The value fired, or `false` if none came within `timeout` seconds.
+    func wait(timeout: Double) async -> Bool {
+        let timer = Task {
+            try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+            self.fire(false)
+        }
+        defer { timer.cancel() }
+        return await self.wait()
     }
 
     func fire(_ value: Bool) {
@@ -227,7 +249,7 @@ final class Child: @unchecked Sendable {
         if let inPipe, let stdin {
             try? inPipe.fileHandleForReading.close()
             let writer = inPipe.fileHandleForWriting
-            DispatchQueue.global().async {
+            startThread {
                 stdin.withUnsafeBytes { buffer in
                     var offset = 0
                     while offset < buffer.count {
@@ -250,10 +272,7 @@ final class Child: @unchecked Sendable {
 
     /// Waits up to `timeout` seconds for the child to exit; past that, kills it and reports a timeout.
     func finish(timeout: Double) async -> RunResult {
-        let deadline = DispatchWorkItem { [exited] in exited.fire(false) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: deadline)
-        var exitedInTime = await self.exited.wait()
-        deadline.cancel()
+        var exitedInTime = await self.exited.wait(timeout: timeout)
         if !exitedInTime {
             // Timed out: kill it and give it a moment to be reaped.
             _ = kill(self.pid, SIGKILL)
@@ -261,8 +280,8 @@ final class Child: @unchecked Sendable {
             exitedInTime = false
         }
         let elapsed = ContinuousClock.now - self.started
-        let stdout = self.out.wait(for: 2)
-        let stderr = self.err.wait(for: 2)
+        let stdout = await self.out.wait(for: 2)
+        let stderr = await self.err.wait(for: 2)
         let running = self.process.isRunning
         return RunResult(
             status: running ? -1 : self.process.terminationStatus,

@@ -266,9 +266,9 @@ struct InterruptionTests {
     @Test(arguments: zip([SIGINT, SIGTERM, SIGINT], ["download", "download", "get"]))
     func aSignalInterruptsARequest(signal: Int32, command: String) async throws {
         let path = scratch.file("interrupted-\(signal)-\(command).bin")
-        let child = try startCLI(["--device", "emulator", "-v", command, "/delay/10", "-o", path], scratch: scratch)
+        let child = try startCLI(["--device", "emulator", "-v", command, "/delay/30", "-o", path], scratch: scratch)
         // Signal once the request is on the wire, so the exchange itself is what gets interrupted.
-        let sent = await eventually { child.stderrSoFar.contains("> GET /delay/10") || !child.isRunning }
+        let sent = await eventually { child.stderrSoFar.contains("> GET /delay/30") || !child.isRunning }
         #expect(sent, "the request was never sent: \(child.stderrSoFar)")
         let signalled = ContinuousClock.now
         child.signal(signal)
