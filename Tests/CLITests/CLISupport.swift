@@ -251,9 +251,10 @@ final class Child: @unchecked Sendable {
             let writer = inPipe.fileHandleForWriting
             startThread {
                 stdin.withUnsafeBytes { buffer in
+                    guard let base = buffer.baseAddress else { return }
                     var offset = 0
                     while offset < buffer.count {
-                        let written = write(writer.fileDescriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                        let written = write(writer.fileDescriptor, base + offset, buffer.count - offset)
                         if written < 0 && errno == EINTR { continue }
                         if written <= 0 { break }
                         offset += written
