@@ -223,12 +223,7 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func consumerThrowsMidBodyIsDrained() async throws {
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-                .readRequest, .respond { Reply.ok("after " + $0.path) },
-            ]
-        ])
+        let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         await #expect(throws: ConsumerGaveUp.self) {
             _ = try await link.execute(
@@ -243,12 +238,7 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func consumerReturnsWithoutReadingIsDrained() async throws {
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-                .readRequest, .respond { Reply.ok("after " + $0.path) },
-            ]
-        ])
+        let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
             $0.head.status.code
@@ -262,12 +252,7 @@ struct HTTPLinkEndToEndTests {
     @Test func bodyKeptPastTheHandlerIsDrainedAndEnds() async throws {
         // The handler returns the body unread: the link drains it while the caller still
         // holds the sequence (this used to trap in NIO: a source dropped without finish()).
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x64, count: Self.twoMiB),
-                .readRequest, .respond { Reply.ok("after " + $0.path) },
-            ]
-        ])
+        let device = ScriptedDevice([.largeBodyThenNext(0x64, count: Self.twoMiB)])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let body = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/d")) {
             $0.body
@@ -280,12 +265,7 @@ struct HTTPLinkEndToEndTests {
     }
 
     @Test func cancelledTaskMidBodyIsDrained() async throws {
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-                .readRequest, .respond { Reply.ok("after " + $0.path) },
-            ]
-        ])
+        let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let readEnough = Atomic<Bool>(false)
         let task = Task {
@@ -369,7 +349,10 @@ struct HTTPLinkEndToEndTests {
         var configuration = testConfiguration()
         configuration.drainLimit = 256 * 1024
         let device = ScriptedDevice([
-            [.readRequest, .write(Reply.head(contentLength: Self.sixteenMiB)), .writeRepeated(0x61, count: Self.sixteenMiB)],
+            [
+                .readRequest, .write(Reply.head(contentLength: Self.sixteenMiB)),
+                .writeRepeated(0x61, count: Self.sixteenMiB),
+            ],
             [.readRequest, .respond { Reply.ok("after " + $0.path) }],
         ])
         let link = HTTPLink(transport: device.transport, configuration: configuration)
@@ -813,12 +796,7 @@ struct HTTPLinkEndToEndTests {
         let total = 64 * 1024 * 1024
         let device = ScriptedDevice(
             ioTimeoutSeconds: 10,
-            script: { _ in
-                [
-                    .readRequest, .write(Reply.head(contentLength: total)), .writeRepeated(0x63, count: total),
-                    .readRequest, .respond { Reply.ok("after " + $0.path) },
-                ]
-            }
+            script: { _ in .largeBodyThenNext(0x63, count: total) }
         )
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let maxWrittenWhilePaused = Atomic<Int>(0)

@@ -73,12 +73,7 @@ struct HTTPLinkOnEventLoopTests {
     }
 
     @Test func largeBodyStreamsInPartsWithEveryByte() async throws {
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-                .readRequest, .respond { Reply.ok("after " + $0.path) },
-            ]
-        ])
+        let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         let (total, parts, allA) = try await withTaskExecutorPreference(link.taskExecutor) {
             () async throws -> (Int, Int, Bool) in
@@ -102,12 +97,7 @@ struct HTTPLinkOnEventLoopTests {
     }
 
     @Test func consumerReturnsWithoutReadingIsDrained() async throws {
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.head(contentLength: Self.twoMiB)), .writeRepeated(0x61, count: Self.twoMiB),
-                .readRequest, .respond { Reply.ok("after " + $0.path) },
-            ]
-        ])
+        let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
             let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
@@ -124,12 +114,7 @@ struct HTTPLinkOnEventLoopTests {
         let total = 64 * 1024 * 1024
         let device = ScriptedDevice(
             ioTimeoutSeconds: 10,
-            script: { _ in
-                [
-                    .readRequest, .write(Reply.head(contentLength: total)), .writeRepeated(0x63, count: total),
-                    .readRequest, .respond { Reply.ok("after " + $0.path) },
-                ]
-            }
+            script: { _ in .largeBodyThenNext(0x63, count: total) }
         )
         let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
         // The consumer pauses before its first part: the device must be held back meanwhile.

@@ -44,6 +44,17 @@ enum DeviceStep: Sendable {
     static func write(_ text: String) -> DeviceStep { .write(Array(text.utf8)) }
 }
 
+extension [DeviceStep] {
+    /// One connection's script: a response of `count` bytes of `byte`, then a small reply
+    /// `after <path>` to the next request (proof the link stayed in step).
+    static func largeBodyThenNext(_ byte: UInt8, count: Int) -> [DeviceStep] {
+        [
+            .readRequest, .write(Reply.head(contentLength: count)), .writeRepeated(byte, count: count),
+            .readRequest, .respond { Reply.ok("after " + $0.path) },
+        ]
+    }
+}
+
 /// A `SocketPairTransport` whose device end runs a script on its own thread with blocking I/O.
 /// Each `open` is a new connection and runs `script(connectionIndex)`. After the script, the
 /// device reads until the host closes (recording any bytes as unexpected), then closes.
