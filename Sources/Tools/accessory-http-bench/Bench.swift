@@ -342,17 +342,21 @@ struct Benchmarks: Sendable {
         var suffix: String { self == .pool ? "" : CallerOnLink.suffix }
 
         func run<T>(_ client: AccessoryClient, _ body: () async throws -> T) async throws -> T {
-            switch self {
-            case .pool:
-                return try await withTaskExecutorPreference(globalConcurrentExecutor) { () async throws -> T in
-                    try await body()
-                }
-            case .link:
-                return try await withTaskExecutorPreference(client.taskExecutor) { () async throws -> T in
-                    try await body()
-                }
-            }
+            let executor: any TaskExecutor = self == .pool ? globalConcurrentExecutor : client.taskExecutor
+            return try await withTaskExecutorPreference(executor) { () async throws -> T in try await body() }
         }
+    }
+
+    /// MiB/s of `reps` native GETs of `/bytes/<count>` by `caller` (after one warm-up, dropped).
+    func nativeDownloadRates(_ client: AccessoryClient, _ caller: CallerExecutor, bytes: Int) async throws -> [Double] {
+        var rates: [Double] = []
+        for _ in 0..<(self.reps + 1) {
+            let start = Sys.now()
+            let got = try await caller.run(client) { try await Self.download(client, "/bytes/\(bytes)") }
+            guard got == bytes else { throw BenchError("a native GET got \(got) of \(bytes) bytes") }
+            rates.append(Self.mibPerSecond(got, Sys.now() - start))
+        }
+        return Array(rates.dropFirst())
     }
 
     func native(into table: inout Table, bulk: Bool, status: Bool) async throws {
@@ -360,19 +364,10 @@ struct Benchmarks: Sendable {
         let client = self.nativeClient(children)
         _ = try await client.data(try AccessoryRequest(url: "/status"))
         for caller in CallerExecutor.allCases where bulk {
-            var rates: [Double] = []
-            for _ in 0..<(self.reps + 1) {
-                let start = Sys.now()
-                let got = try await caller.run(client) { try await Self.download(client, "/bytes/\(self.bulkBytes)") }
-                guard got == self.bulkBytes else {
-                    throw BenchError("native GET got \(got) of \(self.bulkBytes) bytes")
-                }
-                rates.append(Self.mibPerSecond(got, Sys.now() - start))
-            }
             table.add(
                 Names.nativeBulk + caller.suffix,
                 "MiB/s",
-                Array(rates.dropFirst()),
+                try await self.nativeDownloadRates(client, caller, bytes: self.bulkBytes),
                 note: "AccessoryClient.execute, body iterated"
             )
         }

@@ -18,14 +18,7 @@ struct NIOPong: AsyncParsableCommand {
         let text = Sys.readFile(self.responseFile)
         guard let split = text.range(of: "\r\n\r\n") else { throw BenchError("no head in \(self.responseFile)") }
         let lines = text[..<split.lowerBound].split(separator: "\r\n")
-        var headers = HTTPHeaders()
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            headers.add(
-                name: String(line[..<colon]),
-                value: String(line[line.index(after: colon)...].drop(while: { $0 == " " }))
-            )
-        }
+        let headers = Benchmarks.headers(lines.dropFirst())
         let head = HTTPResponseHead(version: .http1_1, status: .ok, headers: headers)
         let body = ByteBuffer(string: String(text[split.upperBound...]))
         let channel = try await NIOPipeBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -121,20 +114,27 @@ extension Benchmarks {
         return (rates, p50)
     }
 
-    static func requestHead(_ bytes: [UInt8]) throws -> HTTPRequestHead {
-        let text = String(decoding: bytes, as: UTF8.self)
-        let lines = text.split(separator: "\r\n")
-        guard let requestLine = lines.first?.split(separator: " "), requestLine.count == 3 else {
-            throw BenchError("cannot read the captured request line")
-        }
+    /// The header lines of a captured head (the bench's own recording, so lines without a colon
+    /// are simply skipped).
+    static func headers(_ lines: ArraySlice<Substring>) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        for line in lines.dropFirst() {
+        for line in lines {
             guard let colon = line.firstIndex(of: ":") else { continue }
             headers.add(
                 name: String(line[..<colon]),
                 value: String(line[line.index(after: colon)...].drop(while: { $0 == " " }))
             )
         }
+        return headers
+    }
+
+    static func requestHead(_ bytes: [UInt8]) throws -> HTTPRequestHead {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let lines = text.split(separator: "\r\n")
+        guard let requestLine = lines.first?.split(separator: " "), requestLine.count == 3 else {
+            throw BenchError("cannot read the captured request line")
+        }
+        let headers = Self.headers(lines.dropFirst())
         return HTTPRequestHead(version: .http1_1, method: .GET, uri: String(requestLine[1]), headers: headers)
     }
 }

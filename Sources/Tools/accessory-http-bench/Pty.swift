@@ -85,21 +85,10 @@ extension Benchmarks {
             let client = AccessoryClient(transport: SerialTransport(path: pty.slavePath))
             _ = try await client.data(try AccessoryRequest(url: "/status"))
             for caller in CallerExecutor.allCases {
-                var rates: [Double] = []
-                for _ in 0..<(self.reps + 1) {
-                    let start = Sys.now()
-                    let got = try await caller.run(client) {
-                        try await Self.download(client, "/bytes/\(self.ptyBytes)")
-                    }
-                    guard got == self.ptyBytes else {
-                        throw BenchError("the pty GET got \(got) of \(self.ptyBytes) bytes")
-                    }
-                    rates.append(Self.mibPerSecond(got, Sys.now() - start))
-                }
                 table.add(
                     Names.ptyNative + caller.suffix,
                     "MiB/s",
-                    Array(rates.dropFirst()),
+                    try await self.nativeDownloadRates(client, caller, bytes: self.ptyBytes),
                     note: "serve --device stdio on the master"
                 )
             }

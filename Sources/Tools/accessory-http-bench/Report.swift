@@ -23,8 +23,8 @@ enum Report {
             }
             text += "- \(label): \(shown) (target \(goal)) \(met(value) ? "MET" : "NOT MET")\n"
         }
-        let onLink = CallerOnLink.suffix
-        for (label, suffix) in [("caller on the pool", ""), ("caller on the link's executor", onLink)] {
+        let callers = [("caller on the pool", ""), ("caller on the link's executor", CallerOnLink.suffix)]
+        for (label, suffix) in callers {
             line(
                 "native bulk / raw socketpair (\(label))",
                 ratio(Names.nativeBulk + suffix, Names.rawBulk),
@@ -39,7 +39,7 @@ enum Report {
             )
         }
         line("CLI bulk / raw socketpair", ratio(Names.cliBulk, Names.rawBulk), nil, { _ in true })
-        for (label, suffix) in [("caller on the pool", ""), ("caller on the link's executor", onLink)] {
+        for (label, suffix) in callers {
             line(
                 "native /status req/s / h2load + nginx (\(label))",
                 ratio(Names.nativeStatus + suffix, Names.h2loadStatus),
@@ -55,13 +55,13 @@ enum Report {
         )
         line(
             "native /status req/s (on the link's executor) / bare NIO pair",
-            ratio(Names.nativeStatus + onLink, Names.nioPairFloor),
+            ratio(Names.nativeStatus + CallerOnLink.suffix, Names.nioPairFloor),
             nil,
             { _ in true }
         )
         line(
             "native /status req/s / raw ping-pong",
-            ratio(Names.nativeStatus + onLink, Names.rawStatus),
+            ratio(Names.nativeStatus + CallerOnLink.suffix, Names.rawStatus),
             nil,
             { _ in true }
         )
@@ -72,7 +72,7 @@ enum Report {
             { $0 <= 2 },
             percent: false
         )
-        for (label, suffix) in [("caller on the pool", ""), ("caller on the link's executor", onLink)] {
+        for (label, suffix) in callers {
             line(
                 "pty native / raw pty (\(label))",
                 ratio(Names.ptyNative + suffix, Names.ptyRaw),
