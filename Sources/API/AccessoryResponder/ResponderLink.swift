@@ -165,11 +165,7 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
-            let waiters = self.writabilityWaiters
-            self.writabilityWaiters.removeAll()
-            for waiter in waiters { waiter.resume(with: .success(())) }
-        }
+        if context.channel.isWritable { self.resumeWritabilityWaiters(.success(())) }
         context.fireChannelWritabilityChanged()
     }
 
@@ -270,9 +266,7 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
             self.partWaiter = nil
             waiter.resume(with: .failure(CancellationError()))
         }
-        let waiters = self.writabilityWaiters
-        self.writabilityWaiters.removeAll()
-        for waiter in waiters { waiter.resume(with: .failure(CancellationError())) }
+        self.resumeWritabilityWaiters(.failure(CancellationError()))
     }
 
     // MARK: Helpers
@@ -287,10 +281,17 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     private func failWritabilityWaiters() {
+        self.resumeWritabilityWaiters(
+            .failure(ResponderError(.connectionClosed, "the link closed while a response was being sent"))
+        )
+    }
+
+    /// Resumes every writability waiter with `result`; the list is emptied first, since a
+    /// resumed waiter on the event loop may wait again.
+    private func resumeWritabilityWaiters(_ result: Result<Void, any Error>) {
         let waiters = self.writabilityWaiters
         self.writabilityWaiters.removeAll()
-        let error = ResponderError(.connectionClosed, "the link closed while a response was being sent")
-        for waiter in waiters { waiter.resume(with: .failure(error)) }
+        for waiter in waiters { waiter.resume(with: result) }
     }
 }
 
