@@ -5,6 +5,10 @@ import NIOCore
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The same link, driven by a caller that prefers the link's own executor (as
 /// `AccessoryClient.data` and latency-sensitive callers do). Such a caller starts exchanges
 /// without a hop and claims each body only after the read that carried the head: a small body
@@ -69,6 +73,36 @@ struct HTTPLinkOnEventLoopTests {
             #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
             #expect(try await link.fetch("/next").body == "ok /next")
         }
+        await link.shutdown()
+    }
+
+    @Test func aConsumerThatHoldsUpTheEventLoopIsNotAnIdleDevice() async throws {
+        // A consumer on the link's executor that blocks (the CLI writing to a pipe nobody reads
+        // yet) stops the event loop, timers included. The device's silence cannot be judged
+        // over that time: when the loop comes back, the device gets a fresh idle period.
+        var configuration = testConfiguration()
+        configuration.idleTimeout = .seconds(1)
+        let rest = 64 * 1024
+        let device = ScriptedDevice([
+            [
+                .readRequest, .write(Reply.head(contentLength: 10 + rest) + Array("first part".utf8)),
+                // Resumes after the consumer has let go of the loop, and within an idle period.
+                .sleep(milliseconds: 3500), .writeRepeated(0x61, count: rest),
+            ]
+        ])
+        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        let total = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> Int in
+            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow-reader")) {
+                response in
+                var total = 0
+                for try await part in response.body {
+                    if total == 0 { usleep(3_000_000) }  // blocks the event loop's thread
+                    total += part.readableBytes
+                }
+                return total
+            }
+        }
+        #expect(total == 10 + rest)
         await link.shutdown()
     }
 

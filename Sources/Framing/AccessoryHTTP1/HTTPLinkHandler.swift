@@ -636,16 +636,24 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
     }
 
     /// One timer per exchange: when it fires it checks how long the device has been silent while
-    /// bytes were wanted, and re-arms itself for the remaining time.
+    /// bytes were wanted, and re-arms itself. It looks at least once per `period`: a look that
+    /// comes much later than planned means the event loop itself was held up (a consumer on the
+    /// link's executor that blocked, say), and bytes the device sent meanwhile could not be
+    /// read, so that time is not counted as the device's silence.
     private func armIdleTimer() {
         guard let context = self.context, self.idleTimer == nil else { return }
         let idle = TimeAmount(self.configuration.idleTimeout)
-        func check() {
+        let period = min(idle, .seconds(1))
+        func schedule(_ planned: NIODeadline) {
+            self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: planned) { check(planned) }
+        }
+        func check(_ planned: NIODeadline) {
             self.idleTimer = nil
             guard self.ports != nil else { return }
-            let silentFor = NIODeadline.now() - self.lastInbound
+            let now = NIODeadline.now()
+            let loopWasHeldUp = now - planned > period
             let waitingOnDevice = self.readPending && self.wantsBytes
-            if waitingOnDevice && silentFor >= idle {
+            if waitingOnDevice && !loopWasHeldUp && now - self.lastInbound >= idle {
                 self.fail(
                     HTTPLinkError(
                         .idleTimeout,
@@ -654,12 +662,10 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
                 )
                 return
             }
-            if !waitingOnDevice { self.lastInbound = .now() }
-            self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastInbound + idle) {
-                check()
-            }
+            if !waitingOnDevice || loopWasHeldUp { self.lastInbound = now }
+            schedule(min(self.lastInbound + idle, now + period))
         }
-        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: self.lastInbound + idle) { check() }
+        schedule(min(self.lastInbound + idle, .now() + period))
     }
 
     /// Fails whatever is in progress and closes the link. Safe to call more than once.

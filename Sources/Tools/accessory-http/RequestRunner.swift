@@ -29,7 +29,8 @@ struct RequestRunner {
             status = try await withTaskCancellationHandler {
                 // One link, one request, nothing else to serve: the whole exchange, writing the
                 // body out included, runs on the link's event loop thread, with no thread hop
-                // per body part (curl's single-threaded loop, in effect).
+                // per body part (curl's single-threaded loop, in effect). Output that blocks (a
+                // pipe nobody reads yet) holds the link back, and is not mistaken for an idle device.
                 try await withTaskExecutorPreference(client.taskExecutor) { () async throws -> HTTPResponse.Status in
                     if let output = self.options.output {
                         return try await self.download(client, request, to: output, progressBar: progressBar)
