@@ -65,7 +65,11 @@ struct ResponderTLSTests {
                 try await Task.sleep(for: .milliseconds(200))
                 return socat
             }
-            let trust = TLSTrust(useSystemRoots: false, anchorFiles: [self.certificates.path("ca.pem")], trustStore: nil)
+            let trust = TLSTrust(
+                useSystemRoots: false,
+                anchorFiles: [self.certificates.path("ca.pem")],
+                trustStore: nil
+            )
             let client = AccessoryClient(
                 transport: TLSTransport(
                     wrapping: UnixSocketTransport(path: relay),

@@ -122,6 +122,37 @@ struct Certificates: Sendable {
             openssl x509 -req -in client.csr -CA clientca.pem -CAkey clientca.key -CAcreateserial -out client.pem -days 30 -extfile client.ext 2>/dev/null
             openssl pkcs12 -export -in client.pem -inkey client.key -out client.p12 -passout pass:p12secret
             openssl x509 -in self.pem -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64 > self.spki
+            # A two-level CA: ca.pem -> int.pem -> leafint.pem (accessory.local).
+            printf 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n' > int.ext
+            key int.key
+            openssl req -new -key int.key -out int.csr -subj "/CN=Test Intermediate CA" 2>/dev/null
+            openssl x509 -req -in int.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out int.pem -days 30 -extfile int.ext 2>/dev/null
+            key leafint.key
+            openssl req -new -key leafint.key -out leafint.csr -subj "/CN=accessory.local" 2>/dev/null
+            openssl x509 -req -in leafint.csr -CA int.pem -CAkey int.key -CAcreateserial -out leafint.pem -days 30 -extfile server.ext 2>/dev/null
+            cat int.pem ca.pem > int+ca.pem
+            # A client identity in a legacy (RC2) PKCS#12, as older tools export it.
+            openssl pkcs12 -export -legacy -in client.pem -inkey client.key -out legacy.p12 -passout pass:p12secret
+            # A certificate whose names try to forge terminal output (newline, ESC).
+            python3 - <<'PY'
+            from cryptography import x509
+            from cryptography.x509.oid import NameOID
+            from cryptography.hazmat.primitives import hashes, serialization
+            from cryptography.hazmat.primitives.asymmetric import ec
+            import datetime
+            key = ec.generate_private_key(ec.SECP256R1())
+            forged = "meter\\n  key pin:     sha256:FAKE\\x1b[8m"
+            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, forged)])
+            now = datetime.datetime.now(datetime.timezone.utc)
+            cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName(forged)]), critical=False)
+                .sign(key, hashes.SHA256()))
+            open("forged.pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
+            open("forged.key", "wb").write(key.private_bytes(serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+            PY
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")

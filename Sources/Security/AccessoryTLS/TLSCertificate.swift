@@ -1,16 +1,23 @@
 import AccessoryCrypto
+import AccessoryTransport
 import COpenSSL
 
 /// A certificate the peer presented, as DER bytes with the facts a trust decision needs.
+///
+/// The peer chose every byte of it, so the text facts (``subject``, ``issuer``,
+/// ``subjectAlternativeNames``) are escaped with ``UntrustedText/printable(_:)``: a newline, an
+/// escape sequence or a bidirectional override in a name is shown as `\x0A`, `\x1B`,
+/// `\u{202E}`, never sent to a terminal as it is (a certificate could otherwise forge the
+/// fingerprint lines that `accessory-http trust` prints). Use ``der`` for the exact bytes.
 public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
     /// The certificate, DER-encoded.
     public let der: [UInt8]
-    /// The subject as one line ("CN=accessory, O=Maker").
+    /// The subject as one line ("CN=accessory, O=Maker"), escaped for printing.
     public let subject: String
-    /// The issuer as one line.
+    /// The issuer as one line, escaped for printing.
     public let issuer: String
-    /// The subject alternative names as text ("DNS:accessory.local, IP:10.0.0.2"), empty when
-    /// the certificate has none.
+    /// The DNS and IP subject alternative names as text ("DNS:accessory.local, IP:10.0.0.2,
+    /// IP:fe80::1"), escaped for printing; empty when the certificate has none.
     public let subjectAlternativeNames: String
     /// SHA-256 of the DER-encoded SubjectPublicKeyInfo: the key's fingerprint, which survives
     /// re-issuing the certificate with the same key.
@@ -36,12 +43,25 @@ public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
         self.certificateSHA256 = Self.sha256(der)
         self.subject = Self.oneLine(X509_get_subject_name(cert))
         self.issuer = Self.oneLine(X509_get_issuer_name(cert))
-        var buffer = [CChar](repeating: 0, count: 1024)
-        _ = buffer.withUnsafeMutableBufferPointer { accessory_X509_san_text(cert, $0.baseAddress, $0.count) }
-        self.subjectAlternativeNames = String(
-            decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) },
-            as: UTF8.self
-        )
+        self.subjectAlternativeNames = Self.alternativeNames(cert)
+    }
+
+    /// Whether the certificate carries `name` (a DNS name or an IP address) in its subject
+    /// alternative names, or in its CN when it has none: the check a client makes against its
+    /// expected name (`X509_check_host` / `X509_check_ip_asc`).
+    public func names(_ name: String) -> Bool {
+        self.withX509 { ServerTrustEvaluator.certificate($0, names: name) } ?? false
+    }
+
+    /// Runs `body` with a parsed copy of the certificate.
+    func withX509<Result>(_ body: (OpaquePointer) -> Result) -> Result? {
+        let parsed: OpaquePointer? = self.der.withUnsafeBufferPointer { buffer in
+            var pointer: UnsafePointer<UInt8>? = buffer.baseAddress
+            return d2i_X509(nil, &pointer, buffer.count)
+        }
+        guard let parsed else { return nil }
+        defer { X509_free(parsed) }
+        return body(parsed)
     }
 
     /// Parses one DER certificate.
@@ -117,6 +137,40 @@ public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {
         guard X509_NAME_print_ex(bio, name, 0, flags) >= 0 else { return "" }
         var bytes = [UInt8](repeating: 0, count: Int(BIO_ctrl_pending(bio)))
         let count = bytes.withUnsafeMutableBytes { BIO_read(bio, $0.baseAddress, Int32($0.count)) }
-        return String(decoding: bytes.prefix(max(0, Int(count))), as: UTF8.self)
+        return UntrustedText.printable(bytes: bytes.prefix(max(0, Int(count))))
+    }
+
+    /// The DNS and IP names of the subjectAltName extension, escaped, joined with ", ".
+    private static func alternativeNames(_ cert: OpaquePointer) -> String {
+        guard let names = accessory_X509_subject_alt_names(cert) else { return "" }
+        defer { accessory_GENERAL_NAMES_free(names) }
+        var items: [String] = []
+        for index in 0..<accessory_GENERAL_NAMES_count(names) {
+            var data: UnsafePointer<UInt8>?
+            var length: Int32 = 0
+            let type = accessory_GENERAL_NAMES_get(names, index, &data, &length)
+            let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(0, length)))) } ?? []
+            if type == accessory_GEN_DNS() {
+                items.append("DNS:" + UntrustedText.printable(bytes: bytes))
+            } else if type == accessory_GEN_IPADD() {
+                items.append("IP:" + Self.address(bytes))
+            }
+        }
+        return items.joined(separator: ", ")
+    }
+
+    /// An IPv4 or IPv6 address in its usual text form (IPv6 without zero compression).
+    private static func address(_ bytes: [UInt8]) -> String {
+        switch bytes.count {
+        case 4:
+            return bytes.map(String.init).joined(separator: ".")
+        case 16:
+            return stride(from: 0, to: 16, by: 2).map {
+                String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16)
+            }
+            .joined(separator: ":")
+        default:
+            return "(\(bytes.count)-byte address)"
+        }
     }
 }

@@ -55,17 +55,24 @@ public enum TLSIdentity: Sendable, Hashable {
 /// The decision, in order (see docs/tls.md):
 /// 1. ``insecureSkipVerification``: everything is accepted (the CLI prints a loud warning).
 /// 2. If an expected name is configured (``TLSConfiguration/serverName``), the leaf must
-///    carry it in its SAN (or CN when it has no SAN). Never skipped when a name is set.
-/// 3. If ``pins`` is not empty, some certificate of the presented chain must match a pin;
-///    then the chain need not lead to a trusted root, and its dates are not checked (an
-///    accessory's clock and certificate lifetimes are often meaningless). A mismatch fails.
+///    carry it in its SAN (or CN when it has no SAN). Never skipped when a name is set, and no
+///    ``evaluator`` can clear a mismatch.
+/// 3. If ``pins`` is not empty, a pin must match the leaf (its key or the whole certificate),
+///    or name a CA that the leaf's chain verifiably leads to: a CA OpenSSL verified the chain
+///    to, or a CA the accessory sent that the chain verifies to as the *only* anchor. A pin
+///    matching some other certificate the peer merely listed counts for nothing (anyone can
+///    append a public certificate to their own chain). With a pin, the chain need not lead to
+///    a trusted root, and dates are not checked (an accessory's clock and certificate
+///    lifetimes are often meaningless). A mismatch fails.
 /// 4. Else, if ``pairing`` is set and the trust store knows that accessory, its key must
-///    match the remembered one (fails closed, showing both fingerprints). An unknown accessory
-///    is remembered on first use only with ``Pairing/Mode/trustOnFirstUse``.
+///    match the remembered one (fails closed, showing both fingerprints; no ``evaluator``
+///    can clear it). An unknown accessory is remembered on first use only with
+///    ``Pairing/Mode/trustOnFirstUse``.
 /// 5. Else the chain must verify against the system roots, ``anchorFiles`` and the trust
 ///    store's anchors, *and* a name must have been configured: a valid chain alone proves
 ///    nothing about which accessory answered.
-/// 6. Last, ``evaluator`` (if any) sees the chain and the verdict, and may override it.
+/// 6. Last, ``evaluator`` (if any) sees the chain and the verdict, and may override it,
+///    except a name mismatch or a pairing mismatch, which are final.
 public struct TLSTrust: Sendable {
     /// Trust the system's root certificates (`SSL_CTX_set_default_verify_paths`).
     public var useSystemRoots: Bool
@@ -73,7 +80,8 @@ public struct TLSTrust: Sendable {
     public var anchorFiles: [String]
     /// Where remembered anchors and paired accessories live; `nil` to use none.
     public var trustStore: TrustStore?
-    /// Pins: the chain must hold a certificate or key matching one of them.
+    /// Pins: the leaf's key or certificate, or a CA the leaf's chain verifiably leads to,
+    /// must match one of them (see rule 3 above).
     public var pins: [TLSPin]
     /// Trust on first use, keyed by an accessory identity (see ``TrustStore``).
     public var pairing: Pairing?
@@ -217,7 +225,10 @@ public struct TLSServerTrust: Sendable {
     public let certificates: [TLSCertificate]
     /// The configured expected name, if any.
     public let expectedName: String?
-    /// Whether OpenSSL verified the chain against the configured roots (and the name, if set).
+    /// Whether OpenSSL verified the chain against the configured anchors (system roots,
+    /// anchor files, the trust store's anchors) *and*, when ``expectedName`` is set, found that
+    /// name in the leaf. `true` therefore means "a trusted CA vouches for this name"; with no
+    /// expected name it vouches for no identity at all.
     public let chainVerified: Bool
     /// OpenSSL's reason when it did not.
     public let chainError: String?
@@ -225,9 +236,16 @@ public struct TLSServerTrust: Sendable {
     public let defaultRejection: TLSError?
 }
 
+extension TLSServerTrust {
+    /// Built-in rejections that a ``TLSTrustDecision/trust`` answer does not clear: the leaf
+    /// does not carry the expected name, or a paired accessory presented another key.
+    public static let finalRejections: Set<TLSError.Code> = [.nameMismatch, .pairingMismatch]
+}
+
 /// The app's decision about a server's chain.
 public enum TLSTrustDecision: Sendable {
-    /// Trust the chain, whatever the built-in policy concluded.
+    /// Trust the chain, whatever the built-in policy concluded, except a rejection in
+    /// ``TLSServerTrust/finalRejections`` (a wrong name, a changed paired key), which stands.
     case trust
     /// Refuse the chain with this reason; the handshake fails with ``TLSError/Code/untrustedCertificate``.
     case reject(String)

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import COpenSSL
 import NIOCore
 
@@ -28,9 +29,14 @@ final class TLSConnection {
                 "OpenSSL could not create a connection: \(OpenSSLErrorQueue.drainText(or: "out of memory"))"
             )
         }
-        guard let input = BIO_new(BIO_s_mem()), let output = BIO_new(BIO_s_mem()) else {
+        guard let input = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
-            throw TLSError(.invalidConfiguration, "OpenSSL could not create memory BIOs")
+            throw TLSError(.invalidConfiguration, "OpenSSL could not create memory BIOs (out of memory)")
+        }
+        guard let output = BIO_new(BIO_s_mem()) else {
+            BIO_free(input)
+            SSL_free(ssl)
+            throw TLSError(.invalidConfiguration, "OpenSSL could not create memory BIOs (out of memory)")
         }
         // An empty input BIO means "wait for more", not end of file.
         _ = accessory_BIO_set_mem_eof_return(input, -1)
@@ -47,20 +53,20 @@ final class TLSConnection {
             self.evaluator = evaluator
             // Unretained: `self` keeps the evaluator alive as long as the SSL exists.
             SSL_set_ex_data(ssl, 0, Unmanaged.passUnretained(evaluator).toOpaque())
-            if let name = context.configuration.serverName {
-                if ServerTrustEvaluator.isIPAddress(name) {
-                    // No SNI for addresses (RFC 6066); the address is checked by the evaluator.
-                } else if accessory_SSL_set_tlsext_host_name(ssl, name) != 1 {
-                    SSL_free(ssl)
-                    throw TLSError(
-                        .invalidConfiguration,
-                        "'\(name)' cannot be sent as a TLS server name: \(OpenSSLErrorQueue.drainText(or: "invalid"))"
-                    )
-                }
-            }
         case .server:
             SSL_set_accept_state(ssl)
             self.evaluator = nil
+        }
+        // Every stored property is set: from here on a throw runs deinit, which frees the SSL
+        // (and its BIOs). Freeing it here as well was a double free.
+        if context.configuration.role == .client, let name = context.configuration.serverName,
+            !ServerTrustEvaluator.isIPAddress(name),  // no SNI for addresses (RFC 6066)
+            accessory_SSL_set_tlsext_host_name(ssl, name) != 1
+        {
+            throw TLSError(
+                .invalidConfiguration,
+                "'\(UntrustedText.printable(name))' cannot be sent as a TLS server name: \(OpenSSLErrorQueue.drainText(or: "invalid"))"
+            )
         }
     }
 
@@ -206,55 +212,79 @@ final class TLSConnection {
         }
     }
 
-    /// Turns OpenSSL's error queue into a message that says what happened in words.
+    /// Turns OpenSSL's error queue into a message that says what happened in words,
+    /// classified by OpenSSL's reason codes (never by the text of its messages).
     private func describe(error: Int32, during action: String) -> TLSError {
-        var unexpectedEOF = false
-        var reasons: [String] = []
+        var reasons: Set<Int32> = []
+        var texts: [String] = []
         while true {
             let code = ERR_get_error()
             if code == 0 { break }
-            if accessory_ERR_GET_LIB(code) == ERR_LIB_SSL
-                && accessory_ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING
-            {
-                unexpectedEOF = true
-            }
-            reasons.append(OpenSSLErrorQueue.describe(code))
+            if accessory_ERR_GET_LIB(code) == ERR_LIB_SSL { reasons.insert(accessory_ERR_GET_REASON(code)) }
+            texts.append(OpenSSLErrorQueue.describe(code))
         }
         let detail =
-            reasons.isEmpty
+            texts.isEmpty
             ? (error == SSL_ERROR_SYSCALL ? "the link ended" : "OpenSSL error \(error)")
-            : reasons.joined(separator: "; ")
-        let lowered = detail.lowercased()
+            : texts.joined(separator: "; ")
         let peer = self.role == .client ? "accessory" : "client"
-        if unexpectedEOF {
-            let code: TLSError.Code = action == "the handshake" ? .closedDuringHandshake : .truncated
+        let handshake = action == "the handshake"
+        if reasons.contains(SSL_R_UNEXPECTED_EOF_WHILE_READING) {
             return TLSError(
-                code,
+                handshake ? .closedDuringHandshake : .truncated,
                 "the \(peer) closed the link without a TLS close_notify during \(action) (\(detail)); data may have been cut off"
             )
         }
-        if lowered.contains("unsupported protocol") || lowered.contains("protocol version")
-            || lowered.contains("no protocols available")
-        {
+        if !reasons.isDisjoint(with: Self.noSharedVersion) {
             return TLSError(
                 .handshakeFailed,
                 "the \(peer) and this side share no TLS version (this side requires at least the configured minimum, TLS 1.2 by default): \(detail)"
             )
         }
-        if lowered.contains("certificate required") || lowered.contains("peer did not return a certificate") {
+        let certificateRequestedButNoneGiven =
+            self.evaluator?.certificateRequested == true
+            && reasons.contains(SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE)
+        if !reasons.isDisjoint(with: Self.clientCertificateMissing) || certificateRequestedButNoneGiven {
+            if self.role == .server {
+                return TLSError(
+                    .handshakeFailed,
+                    "the client presented no certificate, and this side requires one (--client-ca): \(detail)"
+                )
+            }
             return TLSError(
                 .handshakeFailed,
                 "the \(peer) requires a client certificate and none was presented; give one with --cert/--key (or a PKCS#12 file): \(detail)"
             )
         }
-        if lowered.contains("alert unknown ca") || lowered.contains("alert bad certificate")
-            || lowered.contains("alert certificate unknown")
-        {
+        if !reasons.isDisjoint(with: Self.ourCertificateRejected) {
             return TLSError(.handshakeFailed, "the \(peer) rejected this side's certificate: \(detail)")
         }
-        if action == "the handshake" {
+        if !reasons.isDisjoint(with: Self.noSharedAlgorithm) {
+            return TLSError(
+                .handshakeFailed,
+                "the \(peer) and this side share no cipher suite or signature algorithm (this side offers TLS 1.3, and on TLS 1.2 only ECDHE with AES-GCM or ChaCha20-Poly1305; see docs/tls.md): \(detail)"
+            )
+        }
+        if handshake {
             return TLSError(.handshakeFailed, "the TLS handshake with the \(peer) failed: \(detail)")
         }
         return TLSError(.protocolError, "TLS failed while \(action): \(detail)")
     }
+
+    private static let noSharedVersion: Set<Int32> = [
+        SSL_R_UNSUPPORTED_PROTOCOL, SSL_R_NO_PROTOCOLS_AVAILABLE, SSL_R_TLSV1_ALERT_PROTOCOL_VERSION,
+        SSL_R_VERSION_TOO_LOW, SSL_R_WRONG_SSL_VERSION,
+    ]
+    private static let clientCertificateMissing: Set<Int32> = [
+        SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED, SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE,
+    ]
+    private static let ourCertificateRejected: Set<Int32> = [
+        SSL_R_TLSV1_ALERT_UNKNOWN_CA, SSL_R_SSLV3_ALERT_BAD_CERTIFICATE, SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN,
+        SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE, SSL_R_TLSV1_ALERT_ACCESS_DENIED,
+    ]
+    private static let noSharedAlgorithm: Set<Int32> = [
+        SSL_R_NO_SHARED_CIPHER, SSL_R_NO_CIPHERS_AVAILABLE, SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE,
+        SSL_R_NO_SHARED_SIGNATURE_ALGORITHMS, SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM,
+        SSL_R_TLSV1_ALERT_INSUFFICIENT_SECURITY,
+    ]
 }

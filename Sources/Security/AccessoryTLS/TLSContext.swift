@@ -1,3 +1,4 @@
+import AccessoryTransport
 import COpenSSL
 
 /// An OpenSSL `SSL_CTX` configured from a ``TLSConfiguration``, plus the trust snapshot the
@@ -53,11 +54,10 @@ final class TLSContext: @unchecked Sendable {
                 "OpenSSL refused the TLS version range: \(OpenSSLErrorQueue.drainText(or: "unsupported"))"
             )
         }
-        if configuration.minimumVersion.openSSLValue < TLSVersion.v1_2.openSSLValue {
-            // OpenSSL 3's default security level 1+ disables TLS < 1.2 (SHA-1 signatures). A
-            // caller who lowers the minimum asks for the old protocols to actually work.
-            SSL_CTX_set_security_level(ctx, 0)
-        }
+        try Self.configureAlgorithms(
+            ctx,
+            legacy: configuration.minimumVersion.openSSLValue < TLSVersion.v1_2.openSSLValue
+        )
         // No renegotiation, no compression; SSL_OP_IGNORE_UNEXPECTED_EOF stays OFF so that a
         // missing close_notify is reported (see TLSHandler).
         SSL_CTX_set_options(ctx, accessory_SSL_OP_NO_RENEGOTIATION() | accessory_SSL_OP_NO_COMPRESSION())
@@ -80,10 +80,74 @@ final class TLSContext: @unchecked Sendable {
         }
     }
 
+    /// TLS 1.2 cipher suites: ECDHE key exchange with an AEAD cipher only (Mozilla's
+    /// "intermediate" list less its DHE suites). TLS 1.3's suites are all AEAD and stay
+    /// OpenSSL's default.
+    static let modernCipherList =
+        "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+    /// What TLS 1.0 and 1.1 need in addition (they have no AEAD suites): ECDHE with AES-CBC.
+    static let legacyCipherList =
+        "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES256-SHA"
+    /// TLS 1.2 handshake signatures when the security level had to be lowered for TLS 1.0/1.1:
+    /// SHA-256 and better only, as security level 2 would require.
+    static let modernSignatureAlgorithms =
+        "ECDSA+SHA256:ECDSA+SHA384:ECDSA+SHA512:ed25519:ed448:rsa_pss_pss_sha256:rsa_pss_pss_sha384:rsa_pss_pss_sha512:rsa_pss_rsae_sha256:rsa_pss_rsae_sha384:rsa_pss_rsae_sha512:RSA+SHA256:RSA+SHA384:RSA+SHA512"
+
+    /// Cipher suites, and what a lowered minimum version changes. TLS 1.0/1.1 sign their
+    /// handshakes with SHA-1/MD5, which OpenSSL 3 allows only at security level 0, and that
+    /// level is per context. So a lowered minimum gets level 0 — and only what the old
+    /// versions need comes with it: four ECDHE CBC suites, while TLS 1.2 keeps SHA-256+
+    /// handshake signatures and the peer's certificates are still checked at level 2
+    /// (ServerTrustEvaluator). Static RSA, 3DES, RC4 and CBC-SHA1 without ECDHE stay off.
+    private static func configureAlgorithms(_ ctx: OpaquePointer, legacy: Bool) throws(TLSError) {
+        let ciphers = legacy ? Self.modernCipherList + ":" + Self.legacyCipherList : Self.modernCipherList
+        guard SSL_CTX_set_cipher_list(ctx, ciphers) == 1 else {
+            throw TLSError(
+                .invalidConfiguration,
+                "the system OpenSSL refused the cipher list: \(OpenSSLErrorQueue.drainText(or: "unsupported"))"
+            )
+        }
+        guard legacy else { return }
+        SSL_CTX_set_security_level(ctx, 0)
+        guard accessory_SSL_CTX_set1_sigalgs_list(ctx, Self.modernSignatureAlgorithms) == 1 else {
+            throw TLSError(
+                .invalidConfiguration,
+                "the system OpenSSL refused the signature algorithms: \(OpenSSLErrorQueue.drainText(or: "unsupported"))"
+            )
+        }
+    }
+
+    /// The expected name must be something a certificate can carry and SNI can send: not
+    /// empty, at most 253 bytes (a DNS name's limit), no spaces or control characters.
+    static func validate(serverName name: String) throws(TLSError) {
+        let printable = UntrustedText.printable(name)
+        guard !name.isEmpty else {
+            throw TLSError(
+                .invalidConfiguration,
+                "the expected TLS name is empty; give the name the accessory's certificate carries (--tls-name NAME), or leave it out and use a pin or pairing"
+            )
+        }
+        guard name.utf8.count <= 253 else {
+            throw TLSError(
+                .invalidConfiguration,
+                "the expected TLS name is \(name.utf8.count) bytes long; a DNS name has at most 253 (--tls-name takes the name in the accessory's certificate)"
+            )
+        }
+        guard
+            !name.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F })
+        else {
+            throw TLSError(
+                .invalidConfiguration,
+                "the expected TLS name '\(printable)' holds spaces or control characters; give the DNS name or IP address the accessory's certificate carries"
+            )
+        }
+    }
+
     private static func configureClientTrust(_ ctx: OpaquePointer, _ configuration: TLSConfiguration) throws(TLSError)
         -> TrustStore.Entry?
     {
         let trust = configuration.trust
+        if let name = configuration.serverName { try Self.validate(serverName: name) }
         if trust.useSystemRoots {
             if SSL_CTX_set_default_verify_paths(ctx) != 1 {
                 throw TLSError(
@@ -93,7 +157,7 @@ final class TLSContext: @unchecked Sendable {
             }
         }
         var anchors = trust.anchorFiles
-        if let store = trust.trustStore { anchors += store.anchorFiles() }
+        if let store = trust.trustStore { anchors += try store.anchorFiles() }
         for file in anchors {
             OpenSSLErrorQueue.clear()
             if SSL_CTX_load_verify_locations(ctx, file, nil) != 1 {
@@ -112,6 +176,11 @@ final class TLSContext: @unchecked Sendable {
         // own chain verification and then applies pins, pairing and the app's decision.
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
         SSL_CTX_set_cert_verify_callback(ctx, certificateVerifyCallback, nil)
+        if configuration.identity == nil {
+            // Called only when the accessory asks for a certificate and none is set: noted so
+            // that TLS 1.2's bare handshake_failure alert can be explained (TLSConnection).
+            SSL_CTX_set_client_cert_cb(ctx, clientCertificateRequestedCallback)
+        }
         return paired
     }
 
@@ -201,9 +270,18 @@ final class TLSContext: @unchecked Sendable {
             var certificate: OpaquePointer?
             var chain: OpaquePointer?
             guard PKCS12_parse(p12, password, &key, &certificate, &chain) == 1 else {
+                let codes = OpenSSLErrorQueue.drainCodes()
+                let detail =
+                    codes.isEmpty ? "parse failed" : codes.map(OpenSSLErrorQueue.describe).joined(separator: "; ")
+                if codes.contains(where: { accessory_ERR_GET_REASON($0) == accessory_ERR_R_UNSUPPORTED() }) {
+                    throw TLSError(
+                        .invalidConfiguration,
+                        "the PKCS#12 file \(file) is encrypted with a legacy algorithm (RC2 or 3DES) that OpenSSL 3 does not load by default; re-export it with modern encryption: 'openssl pkcs12 -legacy -in \(file) -out identity.pem -nodes' then 'openssl pkcs12 -export -in identity.pem -out new.p12' (and delete identity.pem): \(detail)"
+                    )
+                }
                 throw TLSError(
                     .invalidConfiguration,
-                    "cannot open the PKCS#12 file \(file) (wrong password?): \(OpenSSLErrorQueue.drainText(or: "parse failed"))"
+                    "cannot open the PKCS#12 file \(file) (wrong password?): \(detail)"
                 )
             }
             defer {
@@ -259,3 +337,14 @@ private let certificateVerifyCallback: @convention(c) (OpaquePointer?, UnsafeMut
     let evaluator = Unmanaged<ServerTrustEvaluator>.fromOpaque(raw).takeUnretainedValue()
     return evaluator.evaluate(store) ? 1 : 0
 }
+
+/// OpenSSL asks a client without a certificate for one: note it on the connection's evaluator
+/// and answer "none" (the handshake goes on; the server decides whether that is enough).
+private let clientCertificateRequestedCallback:
+    @convention(c) (OpaquePointer?, UnsafeMutablePointer<OpaquePointer?>?, UnsafeMutablePointer<OpaquePointer?>?) ->
+        Int32 = { ssl, _, _ in
+            if let ssl, let raw = SSL_get_ex_data(ssl, 0) {
+                Unmanaged<ServerTrustEvaluator>.fromOpaque(raw).takeUnretainedValue().certificateRequested = true
+            }
+            return 0
+        }

@@ -65,6 +65,17 @@ enum OpenSSLErrorQueue {
         return messages
     }
 
+    /// Every queued error code, oldest first; empties the queue.
+    static func drainCodes() -> [UInt] {
+        var codes: [UInt] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            codes.append(code)
+        }
+        return codes
+    }
+
     /// The queue as one clause, or `fallback` when it is empty.
     static func drainText(or fallback: String) -> String {
         let messages = Self.drain()

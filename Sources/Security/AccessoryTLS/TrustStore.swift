@@ -14,8 +14,19 @@
 ///   like ssh's known_hosts. `#` starts a comment line.
 ///
 /// The user directory is `$XDG_CONFIG_HOME/accessory-http/trust` (default
-/// `~/.config/accessory-http/trust`); the system one is `/etc/accessory-http/trust`. Lookups
-/// read the user file first. ``remember(identity:pin:comment:)`` writes only the user file.
+/// `~/.config/accessory-http/trust`; a relative `XDG_CONFIG_HOME` is ignored, as the XDG spec
+/// says); the system one is `/etc/accessory-http/trust`. Lookups read the user file first.
+/// ``remember(identity:pin:comment:)`` writes only the user file.
+///
+/// Like ssh's StrictModes, a directory or file of the store that anyone but its owner could
+/// write, or that belongs to another user (root excepted), is refused with an error saying how
+/// to fix it: whoever can write there can make this user trust any accessory.
+///
+/// Anchors are global: a CA in the store is trusted for every accessory, as a CA in the system
+/// roots is. That is safe only because a CA alone never identifies an accessory: a chain that
+/// verifies must also carry the expected name (``TLSConfiguration/serverName``), so a CA is
+/// trusted to say *which* accessory holds a name, never to stand in for a name, a pin or a
+/// pairing.
 public struct TrustStore: Sendable, Hashable {
     /// A paired accessory.
     public struct Entry: Sendable, Hashable {
@@ -52,10 +63,12 @@ public struct TrustStore: Sendable, Hashable {
 
     private var directories: [String] { [self.userDirectory, self.systemDirectory].compactMap { $0 } }
 
-    /// The anchor certificate files in both directories.
-    public func anchorFiles() -> [String] {
+    /// The anchor certificate files in both directories. Throws when a directory or file
+    /// could be written by someone else (see ``TrustStore``).
+    public func anchorFiles() throws(TLSError) -> [String] {
         var files: [String] = []
         for directory in self.directories {
+            guard try StoreFile.checkWritableOnlyByOwner(directory) else { continue }
             guard let handle = opendir(directory) else { continue }
             defer { closedir(handle) }
             while let entry = readdir(handle) {
@@ -65,6 +78,7 @@ public struct TrustStore: Sendable, Hashable {
                 if name.hasSuffix(".pem") || name.hasSuffix(".crt") { files.append(directory + "/" + name) }
             }
         }
+        for file in files { _ = try StoreFile.checkWritableOnlyByOwner(file) }
         return files.sorted()
     }
 
@@ -73,7 +87,9 @@ public struct TrustStore: Sendable, Hashable {
         var entries: [Entry] = []
         for directory in self.directories {
             let file = directory + "/known_accessories"
-            guard let text = try TextFile.read(file) else { continue }
+            guard try StoreFile.checkWritableOnlyByOwner(directory), try StoreFile.checkWritableOnlyByOwner(file),
+                let text = try TextFile.read(file)
+            else { continue }
             for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                 let trimmed = String(line).trimmingWhitespace()
                 if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
@@ -107,13 +123,19 @@ public struct TrustStore: Sendable, Hashable {
     }
 
     /// Pairs `identity` with `pin` in the user's known_accessories, replacing an earlier entry
-    /// for the same identity. The file is replaced atomically and kept private (0600).
+    /// for the same identity (the `trust` command refuses to replace a different key: it asks
+    /// for `--forget` first). The file is replaced atomically under a lock and kept private
+    /// (0600).
     public func remember(identity: String, pin: TLSPin, comment: String? = nil) throws(TLSError) {
         guard let directory = self.userDirectory, let file = self.userKnownAccessoriesFile else {
             throw TLSError(.trustStoreError, "no per-user trust directory (HOME and XDG_CONFIG_HOME are unset)")
         }
         try Self.validate(identity: identity)
         try TextFile.makeDirectories(directory)
+        _ = try StoreFile.checkWritableOnlyByOwner(directory)
+        _ = try StoreFile.checkWritableOnlyByOwner(file)
+        let lock = try StoreFile.lock(directory)
+        defer { close(lock) }
         var lines: [String] = []
         if let text = try TextFile.read(file) {
             for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
@@ -131,7 +153,13 @@ public struct TrustStore: Sendable, Hashable {
     /// Removes `identity` from the user's known_accessories. Returns whether it was there.
     @discardableResult
     public func forget(identity: String) throws(TLSError) -> Bool {
-        guard let file = self.userKnownAccessoriesFile, let text = try TextFile.read(file) else { return false }
+        guard let directory = self.userDirectory, let file = self.userKnownAccessoriesFile,
+            try StoreFile.checkWritableOnlyByOwner(directory)
+        else { return false }
+        _ = try StoreFile.checkWritableOnlyByOwner(file)
+        let lock = try StoreFile.lock(directory)
+        defer { close(lock) }
+        guard let text = try TextFile.read(file) else { return false }
         var found = false
         var lines: [String] = []
         for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
@@ -200,9 +228,16 @@ enum TextFile {
         }
     }
 
+    /// Replaces `path` with `text`: a new file with a random name beside it, created with
+    /// `O_EXCL|O_NOFOLLOW` (so no planted file or symlink is ever written through), mode 0600,
+    /// synced, renamed over `path`, and the directory synced so the rename survives a crash.
     static func writeAtomically(_ path: String, _ text: String) throws(TLSError) {
-        let temporary = path + ".tmp.\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let base = path.split(separator: "/").last.map(String.init) ?? path
+        var random = SystemRandomNumberGenerator()
+        let suffix = String(random.next() as UInt64, radix: 16)
+        let temporary = "\(directory)/.\(base).\(suffix).tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw TLSError(.trustStoreError, "cannot write \(temporary): \(String(cString: strerror(errno)))")
         }
@@ -229,5 +264,56 @@ enum TextFile {
             unlink(temporary)
             throw TLSError(.trustStoreError, "cannot replace \(path): \(reason)")
         }
+        let directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryFD >= 0 {
+            _ = fsync(directoryFD)
+            close(directoryFD)
+        }
+    }
+}
+
+/// Checks and locks of the trust store's files.
+enum StoreFile {
+    /// Whether `path` exists; throws when someone other than its owner could write it, or it
+    /// belongs to another user than this one or root (ssh's StrictModes).
+    static func checkWritableOnlyByOwner(_ path: String) throws(TLSError) -> Bool {
+        var status = stat()
+        if stat(path, &status) != 0 {
+            if errno == ENOENT || errno == ENOTDIR { return false }
+            throw TLSError(.trustStoreError, "cannot check \(path): \(String(cString: strerror(errno)))")
+        }
+        let owner = status.st_uid
+        if owner != geteuid() && owner != 0 {
+            throw TLSError(
+                .trustStoreError,
+                "refusing the trust store: \(path) belongs to uid \(owner), not to this user (uid \(geteuid())) or root, so its owner could make you trust any accessory; fix it with: chown \(geteuid()) '\(path)'"
+            )
+        }
+        let mode = status.st_mode & 0o7777
+        if mode & 0o022 != 0 {
+            let octal = String(mode, radix: 8)
+            throw TLSError(
+                .trustStoreError,
+                "refusing the trust store: \(path) can be written by \(mode & 0o002 != 0 ? "every user" : "its group") (mode \(octal)), so they could make you trust any accessory; fix it with: chmod go-w '\(path)'"
+            )
+        }
+        return true
+    }
+
+    /// An exclusive lock on the store's `.lock` file, held until the descriptor is closed, so
+    /// two pairings at once cannot lose one another's line.
+    static func lock(_ directory: String) throws(TLSError) -> Int32 {
+        let path = directory + "/.known_accessories.lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw TLSError(.trustStoreError, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
+        }
+        while flock(fd, LOCK_EX) != 0 {
+            if errno == EINTR { continue }
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw TLSError(.trustStoreError, "cannot lock \(path): \(reason)")
+        }
+        return fd
     }
 }

@@ -59,41 +59,77 @@ static inline void accessory_sk_X509_NAME_pop_free(STACK_OF(X509_NAME) *stack) {
 
 static inline int accessory_ERR_GET_LIB(unsigned long error) { return ERR_GET_LIB(error); }
 static inline int accessory_ERR_GET_REASON(unsigned long error) { return ERR_GET_REASON(error); }
+/// "unsupported": an algorithm no loaded provider implements (RC2 of a legacy PKCS#12, say).
+static inline int accessory_ERR_R_UNSUPPORTED(void) { return ERR_R_UNSUPPORTED; }
 
-/// The subject alternative names of `cert` as text ("DNS:a, IP:1.2.3.4"), written into `out`
-/// (NUL-terminated, truncated to `capacity`). Returns the number of names.
-static inline int accessory_X509_san_text(X509 *cert, char *out, size_t capacity) {
-    if (capacity == 0) return 0;
-    out[0] = 0;
-    GENERAL_NAMES *names = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
-    if (names == NULL) return 0;
-    int count = sk_GENERAL_NAME_num(names);
-    size_t used = 0;
-    for (int i = 0; i < count; i++) {
-        const GENERAL_NAME *name = sk_GENERAL_NAME_value(names, i);
-        char item[300];
-        item[0] = 0;
-        if (name->type == GEN_DNS) {
-            const unsigned char *data = ASN1_STRING_get0_data(name->d.dNSName);
-            int length = ASN1_STRING_length(name->d.dNSName);
-            snprintf(item, sizeof item, "DNS:%.*s", length > 255 ? 255 : length, (const char *)data);
-        } else if (name->type == GEN_IPADD) {
-            const unsigned char *data = ASN1_STRING_get0_data(name->d.iPAddress);
-            int length = ASN1_STRING_length(name->d.iPAddress);
-            if (length == 4) {
-                snprintf(item, sizeof item, "IP:%u.%u.%u.%u", data[0], data[1], data[2], data[3]);
-            } else {
-                snprintf(item, sizeof item, "IP:(IPv6)");
-            }
-        } else {
-            continue;
-        }
-        int written = snprintf(out + used, capacity - used, "%s%s", used == 0 ? "" : ", ", item);
-        if (written < 0 || (size_t)written >= capacity - used) break;
-        used += (size_t)written;
+/// TLS 1.2 signature algorithms, a macro over `SSL_CTX_ctrl`.
+static inline long accessory_SSL_CTX_set1_sigalgs_list(SSL_CTX *ctx, const char *list) {
+    return SSL_CTX_set1_sigalgs_list(ctx, list);
+}
+
+// MARK: Subject alternative names, read one by one so Swift sees the raw bytes (a name may
+// hold any byte, NUL and control characters included; Swift escapes them before printing).
+
+static inline GENERAL_NAMES *accessory_X509_subject_alt_names(X509 *cert) {
+    return X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+}
+
+static inline int accessory_GENERAL_NAMES_count(const GENERAL_NAMES *names) {
+    return sk_GENERAL_NAME_num(names);
+}
+
+/// The type (GEN_DNS, GEN_IPADD, …) of name `index`; for DNS and IP names, its raw bytes.
+static inline int accessory_GENERAL_NAMES_get(const GENERAL_NAMES *names, int index, const unsigned char **data, int *length) {
+    const GENERAL_NAME *name = sk_GENERAL_NAME_value(names, index);
+    *data = NULL;
+    *length = 0;
+    if (name == NULL) return -1;
+    if (name->type == GEN_DNS) {
+        *data = ASN1_STRING_get0_data(name->d.dNSName);
+        *length = ASN1_STRING_length(name->d.dNSName);
+    } else if (name->type == GEN_IPADD) {
+        *data = ASN1_STRING_get0_data(name->d.iPAddress);
+        *length = ASN1_STRING_length(name->d.iPAddress);
     }
-    GENERAL_NAMES_free(names);
-    return count;
+    return name->type;
+}
+
+static inline void accessory_GENERAL_NAMES_free(GENERAL_NAMES *names) { GENERAL_NAMES_free(names); }
+
+static inline int accessory_GEN_DNS(void) { return GEN_DNS; }
+static inline int accessory_GEN_IPADD(void) { return GEN_IPADD; }
+
+// MARK: Verification against one pinned CA
+
+/// Whether `leaf` verifies, with `untrusted` (the peer's other certificates) as intermediates,
+/// to `anchor` as the ONLY trust anchor: the built chain must end at `anchor`, every signature
+/// on the way must verify, CA constraints and the TLS server purpose hold. Dates are checked
+/// only when `check_time` is non-zero (pins ignore them, see docs/tls.md). `auth_level` is the
+/// minimum security level of keys and signatures on the chain. The system roots and every
+/// other anchor play no part, so a pin on a CA can be met only by a chain that CA signed, and
+/// never by a copy of the CA's certificate appended to someone else's chain.
+static inline int accessory_X509_verify_with_sole_anchor(X509 *leaf, STACK_OF(X509) *untrusted, X509 *anchor, int check_time, int auth_level) {
+    int verified = 0;
+    X509_STORE *store = X509_STORE_new();
+    X509_STORE_CTX *context = X509_STORE_CTX_new();
+    if (store != NULL && context != NULL && X509_STORE_add_cert(store, anchor) == 1
+        && X509_STORE_CTX_init(context, store, leaf, untrusted) == 1) {
+        X509_VERIFY_PARAM *param = X509_STORE_CTX_get0_param(context);
+        unsigned long flags = X509_V_FLAG_PARTIAL_CHAIN;
+        if (!check_time) flags |= X509_V_FLAG_NO_CHECK_TIME;
+        X509_VERIFY_PARAM_set_flags(param, flags);
+        X509_VERIFY_PARAM_set_auth_level(param, auth_level);
+        X509_STORE_CTX_set_purpose(context, X509_PURPOSE_SSL_SERVER);
+        if (X509_verify_cert(context) == 1) {
+            STACK_OF(X509) *chain = X509_STORE_CTX_get0_chain(context);
+            int count = chain == NULL ? 0 : sk_X509_num(chain);
+            verified = count > 1 && X509_cmp(sk_X509_value(chain, count - 1), anchor) == 0;
+        }
+    }
+    X509_STORE_CTX_free(context);
+    X509_STORE_free(store);
+    ERR_clear_error();
+    return verified;
 }
 
 #endif
