@@ -102,11 +102,30 @@ struct Trust: AsyncParsableCommand {
                 StandardError.write("'\(identity)' is already paired with this key (\(known.file)).\n")
                 return
             }
-            StandardError.write(
-                "WARNING: '\(identity)' is paired with a DIFFERENT key: \(known.pin) (\(known.file)).\n"
+            // As ssh does for a changed host key: never replace it here, not even with --yes.
+            throw CLIError(
+                .transport,
+                """
+                '\(identity)' is paired with a DIFFERENT key: \(known.pin) (\(known.file)); this accessory presents \(leaf.spkiPin). \
+                Someone may be intercepting the link, or the accessory was reset. Nothing was changed. \
+                If the new key is expected, forget the old one first ('accessory-http trust --forget \(identity)') and pair again.
+                """
             )
         }
-        if !yes {
+        var mustConfirm = !yes
+        if let name = tls.tlsName, !leaf.names(name) {
+            StandardError.write(
+                "WARNING: the certificate does not name '\(UntrustedText.printable(name))' (it names \(leaf.subjectAlternativeNames.isEmpty ? leaf.subject : leaf.subjectAlternativeNames)); requests with --tls-name \(UntrustedText.printable(name)) would refuse it.\n"
+            )
+            if yes {
+                throw CLIError(
+                    .usage,
+                    "not pairing: the certificate does not carry the expected name '\(UntrustedText.printable(name))'; check that this is the right accessory and its --tls-name, or pair interactively (without --yes) to confirm anyway"
+                )
+            }
+            mustConfirm = true
+        }
+        if mustConfirm {
             guard isatty(STDIN_FILENO) == 1 else {
                 throw CLIError(
                     .usage,
