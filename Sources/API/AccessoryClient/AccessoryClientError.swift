@@ -53,7 +53,8 @@ public struct AccessoryClientError: Error, Sendable, CustomStringConvertible {
             switch error.code {
             case .invalidRequest: code = .invalidRequest
             case .malformedResponse, .strayBytes: code = .protocolError
-            case .responseTooLarge: code = error.message.contains("body is larger") ? .responseTooLarge : .protocolError
+            case .responseBodyTooLarge: code = .responseTooLarge
+            case .responseTooLarge: code = .protocolError
             case .linkClosed, .transportFailed: code = .transportFailed
             case .idleTimeout, .exchangeTimeout, .openTimeout: code = .timedOut
             case .requestBodyFailed: code = .requestBodyFailed

@@ -14,8 +14,12 @@ public struct HTTPLinkError: Error, Sendable, CustomStringConvertible {
         public static let invalidRequest = Code(rawValue: "invalid-request")
         /// The device sent bytes that are not a valid HTTP/1.1 response.
         public static let malformedResponse = Code(rawValue: "malformed-response")
-        /// The device's response head exceeded a configured limit.
+        /// The device's response head exceeded a configured limit (status line, header size or
+        /// count): a protocol fault of the device.
         public static let responseTooLarge = Code(rawValue: "response-too-large")
+        /// The response body is larger than the limit the caller set for collecting it: the
+        /// device did nothing wrong; raise the limit or stream the body.
+        public static let responseBodyTooLarge = Code(rawValue: "response-body-too-large")
         /// The device closed the link before the response was complete.
         public static let linkClosed = Code(rawValue: "link-closed")
         /// The device sent nothing for longer than the idle timeout while a response was due.

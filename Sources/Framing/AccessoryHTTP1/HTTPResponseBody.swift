@@ -77,7 +77,7 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
 
     private static func tooLarge(_ maxBytes: Int) -> HTTPLinkError {
         HTTPLinkError(
-            .responseTooLarge,
+            .responseBodyTooLarge,
             "the response body is larger than the limit of \(maxBytes) bytes; raise the limit or stream the body"
         )
     }
