@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "AccessoryUSB", targets: ["AccessoryUSB"]),
         .library(name: "AccessoryFunctionFS", targets: ["AccessoryFunctionFS"]),
         .library(name: "AccessoryURLProtocol", targets: ["AccessoryURLProtocol"]),
+        .library(name: "AccessoryDevices", targets: ["AccessoryDevices"]),
         .executable(name: "accessory-http", targets: ["AccessoryHTTPTool"]),
     ],
     dependencies: [
@@ -117,6 +118,7 @@ let package = Package(
             name: "AccessoryClient",
             dependencies: [
                 "AccessoryHTTP1",
+                "AccessoryTLS",
                 "AccessoryTransport",
                 "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -154,11 +156,25 @@ let package = Package(
             path: "Sources/Accessories/AccessoryEmulator"
         ),
 
+        // MARK: Devices: every device spec resolved to its transport (emulator and USB included)
+        .target(
+            name: "AccessoryDevices",
+            dependencies: [
+                "AccessoryTransport",
+                "AccessoryUSB",
+                "AccessoryEmulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Sources/Devices/AccessoryDevices"
+        ),
+
         // MARK: Adapters: URLSession through a URLProtocol
         .target(
             name: "AccessoryURLProtocol",
             dependencies: [
                 "AccessoryClient",
+                "AccessoryDevices",
                 "AccessoryHTTP1",
                 "AccessoryTransport",
                 "AccessoryTLS",
@@ -174,6 +190,7 @@ let package = Package(
             name: "AccessoryHTTPTool",
             dependencies: [
                 "AccessoryClient",
+                "AccessoryDevices",
                 "AccessoryResponder",
                 "AccessoryEmulator",
                 "AccessoryTransport",
@@ -270,6 +287,14 @@ let package = Package(
             dependencies: [
                 "AccessoryUSB", "AccessoryFunctionFS", "AccessoryTransport", "AccessoryClient", "AccessoryResponder",
                 "AccessoryEmulator", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "AccessoryDevicesTests",
+            dependencies: [
+                "AccessoryDevices", "AccessoryClient", "AccessoryEmulator", "AccessoryResponder", "AccessoryTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

@@ -63,6 +63,22 @@ enum Fixture {
                     )
                 )
             )
+            // The same accessory under a name its certificate does not carry, and with no anchor.
+            for (name, serverName, anchors) in [
+                ("secure-wrong-name", "toaster.accessory", [secure.certificate]),
+                ("secure-untrusted", "secure.accessory", []),
+            ] {
+                AccessoryRouteTable.shared.add(
+                    AccessoryRoute(
+                        name: name,
+                        transport: UnixSocketTransport(path: secure.socket),
+                        tls: .client(
+                            serverName: serverName,
+                            trust: TLSTrust(useSystemRoots: false, anchorFiles: anchors, trustStore: nil)
+                        )
+                    )
+                )
+            }
         }
     }()
 

@@ -139,7 +139,7 @@ public final class AccessoryClient: Sendable {
                 case .follow(let next, let dropBody, _):
                     return .follow(next, dropBody: dropBody)
                 case .fail(let failure):
-                    throw AccessoryClientError(.redirectFailed, failure.description)
+                    throw AccessoryClientError(.redirectFailed, failure.description, underlying: failure)
                 case .done:
                     let final = AccessoryResponse(
                         head: response.head,

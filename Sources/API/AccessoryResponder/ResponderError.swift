@@ -1,11 +1,12 @@
+import AccessoryTransport
+
 /// The one public error type of the responder: a stable ``Code`` for programs and a readable
 /// message for people.
-public struct ResponderError: Error, Sendable, CustomStringConvertible, Hashable {
+public struct ResponderError: AccessoryError, Hashable {
     /// A stable, machine-readable identifier. New codes may be added; existing ones never change.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: AccessoryErrorCode {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { self.rawValue }
 
         /// The request could not be parsed as HTTP/1.1.
         public static let malformedRequest = Code(rawValue: "malformed-request")
@@ -31,11 +32,23 @@ public struct ResponderError: Error, Sendable, CustomStringConvertible, Hashable
     /// What went wrong, for people.
     public let message: String
 
-    /// Creates an error with a code and a readable message.
-    public init(_ code: Code, _ message: String) {
+    /// The error that caused this one, if any.
+    public let underlying: (any Error)?
+
+    /// Creates an error with a code, a readable message and the error that caused it.
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
+        self.underlying = underlying
     }
 
-    public var description: String { "\(self.message) [\(self.code)]" }
+    /// Equal when code and message are (the underlying error is not compared).
+    public static func == (lhs: ResponderError, rhs: ResponderError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.code)
+        hasher.combine(self.message)
+    }
 }

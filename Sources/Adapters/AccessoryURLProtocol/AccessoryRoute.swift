@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryDevices
 import AccessoryTLS
 import AccessoryTransport
 
@@ -15,7 +16,8 @@ public struct AccessoryRoute: Sendable {
     public enum Endpoint: Sendable {
         /// An already-built byte stream transport (a socketpair, an emulator, a custom transport).
         case transport(any ByteStreamTransport)
-        /// A device spec, opened with ``DeviceSpec/makeTransport()`` when the route is first used.
+        /// A device spec of any kind (`emulator`, `unix:`, `exec:`, `serial:`, `usb:`), resolved
+        /// by ``AccessoryRoute/resolver`` when the route is first used.
         case device(DeviceSpec)
     }
 
@@ -34,6 +36,9 @@ public struct AccessoryRoute: Sendable {
     /// transport is already a `TLSTransport` is secure too. `accessorys://NAME/…` is refused on
     /// a route that is not secure; on a secure route both schemes go over TLS (one link).
     public var tls: TLSConfiguration?
+    /// Resolves a ``Endpoint/device(_:)`` spec into its transport (USB quirks, the event loop
+    /// group of the emulator). The default handles every spec kind.
+    public var resolver: DeviceResolver = DeviceResolver()
     /// The largest body delivered in one piece to completion-handler and `data(for:)` tasks,
     /// which must receive the whole body at once. Delegate-based tasks stream without a limit.
     public var maxBufferedBodySize: Int

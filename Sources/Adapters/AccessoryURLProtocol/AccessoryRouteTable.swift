@@ -98,7 +98,7 @@ public final class AccessoryRouteTable: Sendable {
             transport = given
         case .device(let spec):
             do {
-                transport = try spec.makeTransport()
+                transport = try route.resolver.transport(for: spec)
             } catch {
                 throw AccessoryURLProtocolError(
                     .routeUnavailable,

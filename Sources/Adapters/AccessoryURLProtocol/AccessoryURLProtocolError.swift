@@ -1,13 +1,13 @@
+import AccessoryTransport
 import Foundation
 
 /// An error ``AccessoryURLProtocol`` reports itself (as opposed to a `URLError` mapped from a
 /// transfer failure). It reaches the caller of URLSession unchanged.
-public struct AccessoryURLProtocolError: Error, Sendable, CustomStringConvertible, LocalizedError {
+public struct AccessoryURLProtocolError: AccessoryError, LocalizedError {
     /// A stable identifier; existing codes never change.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: AccessoryErrorCode {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { self.rawValue }
 
         /// A download task: FoundationNetworking cannot complete one from a custom protocol.
         /// Use `AccessoryClient.download(_:to:progress:)`.
@@ -27,12 +27,14 @@ public struct AccessoryURLProtocolError: Error, Sendable, CustomStringConvertibl
 
     public let code: Code
     public let message: String
+    /// The error that caused this one, if any.
+    public let underlying: (any Error)?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
+        self.underlying = underlying
     }
 
-    public var description: String { self.message }
     public var errorDescription: String? { self.message }
 }

@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryTLS
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -21,10 +22,12 @@ enum URLErrorMapping {
         case .transportFailed, .shutDown: code = .networkConnectionLost
         case .protocolError: code = .badServerResponse
         case .redirectFailed:
-            let message = clientError.message.lowercased()
-            code =
-                message.contains("limit") || message.contains("too many") || message.contains("cycle")
-                ? .httpTooManyRedirects : .redirectToNonExistentLocation
+            switch clientError.redirectFailure {
+            case .tooManyRedirects, .cycle: code = .httpTooManyRedirects
+            case .crossAccessoryRefused, .invalidLocation, nil: code = .redirectToNonExistentLocation
+            }
+        case .tlsUntrusted, .tlsFailed, .tlsConfiguration:
+            code = Self.code(for: clientError.tlsError)
         case .responseTooLarge: code = .dataLengthExceedsMaximum
         case .invalidRequest: code = .badURL
         case .requestBodyFailed: code = .requestBodyStreamExhausted
@@ -49,5 +52,21 @@ enum URLErrorMapping {
                 NSURLErrorFailingURLErrorKey: url,
             ]
         )
+    }
+}
+
+extension URLErrorMapping {
+    /// The codes URLSession uses for the same TLS failures (NSURLErrorDomain -1200…-1206).
+    static func code(for tls: TLSError?) -> URLError.Code {
+        switch tls?.code {
+        case .untrustedCertificate?, .nameMismatch?, .pinMismatch?, .pairingMismatch?, .noIdentity?:
+            return .serverCertificateUntrusted
+        case .clientCertificateRequired?:
+            return .clientCertificateRequired
+        case .certificateRejectedByPeer?:
+            return .clientCertificateRejected
+        default:
+            return .secureConnectionFailed
+        }
     }
 }

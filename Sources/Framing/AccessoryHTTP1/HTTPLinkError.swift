@@ -2,12 +2,11 @@ import AccessoryTransport
 
 /// The one public error type of the HTTP/1.1 framing layer: a stable ``Code`` for programs and a
 /// readable message for people, saying what went wrong on the link and what to do about it.
-public struct HTTPLinkError: Error, Sendable, CustomStringConvertible {
+public struct HTTPLinkError: AccessoryError {
     /// A stable, machine-readable identifier. New codes may be added; existing ones never change.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: AccessoryErrorCode {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { self.rawValue }
 
         /// The caller's request cannot be sent as given (CR/LF/NUL in a header, a bad path…).
         /// Nothing was written to the link.
@@ -50,8 +49,6 @@ public struct HTTPLinkError: Error, Sendable, CustomStringConvertible {
         self.message = message
         self.underlying = underlying
     }
-
-    public var description: String { self.message }
 
     /// Whether retrying the same request on a fresh link could reasonably succeed.
     public var isTransient: Bool {

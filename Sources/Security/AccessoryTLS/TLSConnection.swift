@@ -247,17 +247,17 @@ final class TLSConnection {
         if !reasons.isDisjoint(with: Self.clientCertificateMissing) || certificateRequestedButNoneGiven {
             if self.role == .server {
                 return TLSError(
-                    .handshakeFailed,
+                    .clientCertificateRequired,
                     "the client presented no certificate, and this side requires one (--client-ca): \(detail)"
                 )
             }
             return TLSError(
-                .handshakeFailed,
+                .clientCertificateRequired,
                 "the \(peer) requires a client certificate and none was presented; give one with --cert/--key (or a PKCS#12 file): \(detail)"
             )
         }
         if !reasons.isDisjoint(with: Self.ourCertificateRejected) {
-            return TLSError(.handshakeFailed, "the \(peer) rejected this side's certificate: \(detail)")
+            return TLSError(.certificateRejectedByPeer, "the \(peer) rejected this side's certificate: \(detail)")
         }
         if !reasons.isDisjoint(with: Self.noSharedAlgorithm) {
             return TLSError(

@@ -1,13 +1,13 @@
+import AccessoryTransport
 import COpenSSL
 
 /// The one public error type of AccessoryTLS: a stable ``Code`` for programs and a readable
 /// message that says what was wrong and what to do about it.
-public struct TLSError: Error, Sendable, CustomStringConvertible, Equatable {
+public struct TLSError: AccessoryError, Equatable {
     /// A stable, machine-readable identifier. New codes may be added; existing ones never change.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: AccessoryErrorCode {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { self.rawValue }
 
         /// The configuration is unusable: a file is missing or unreadable, a key does not match
         /// its certificate, a pin cannot be parsed, a PKCS#12 password is wrong.
@@ -36,6 +36,12 @@ public struct TLSError: Error, Sendable, CustomStringConvertible, Equatable {
         public static let truncated = Code(rawValue: "tls-truncated")
         /// A TLS record could not be processed after the handshake (bad MAC, protocol error).
         public static let protocolError = Code(rawValue: "tls-protocol-error")
+        /// The accessory requires a client certificate and none was presented (or this server
+        /// requires one and the client presented none).
+        public static let clientCertificateRequired = Code(rawValue: "tls-client-certificate-required")
+        /// The peer rejected the certificate this side presented (unknown CA, bad or expired
+        /// certificate, access denied).
+        public static let certificateRejectedByPeer = Code(rawValue: "tls-certificate-rejected-by-peer")
         /// The trust store (known_accessories or the anchors directory) could not be read or
         /// written.
         public static let trustStoreError = Code(rawValue: "tls-trust-store")
@@ -43,13 +49,19 @@ public struct TLSError: Error, Sendable, CustomStringConvertible, Equatable {
 
     public let code: Code
     public let message: String
+    /// The error that caused this one, if any.
+    public let underlying: (any Error)?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
+        self.underlying = underlying
     }
 
-    public var description: String { self.message }
+    /// Equal when code and message are (the underlying error is not compared).
+    public static func == (lhs: TLSError, rhs: TLSError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message
+    }
 }
 
 /// Reads and clears OpenSSL's per-thread error queue.

@@ -22,7 +22,8 @@ enum ExitStatus: Int32 {
     init(for error: AccessoryClientError) {
         switch error.code {
         case .invalidRequest: self = .usage
-        case .transportFailed, .shutDown: self = .transport
+        case .transportFailed, .shutDown, .tlsUntrusted, .tlsFailed: self = .transport
+        case .tlsConfiguration: self = .usage
         case .timedOut: self = .timeout
         case .protocolError, .redirectFailed, .responseTooLarge: self = .protocolError
         case .fileError, .requestBodyFailed: self = .file

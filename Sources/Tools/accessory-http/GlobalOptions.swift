@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryDevices
 import AccessoryEmulator
 import AccessoryHTTP1
 import AccessoryTransport
@@ -75,18 +76,15 @@ struct GlobalOptions: ParsableArguments {
         return try ConfigFile.load(path: path)
     }
 
-    /// A transport for a client: the emulator runs in this process on a socketpair.
+    /// A transport for a client, from the one resolver every spec kind goes through (the
+    /// emulator runs in this process on a socketpair; USB devices get their quirks from the
+    /// config file).
     static func clientTransport(for spec: DeviceSpec, config: ConfigFile? = nil) throws(CLIError)
         -> any ByteStreamTransport
     {
-        if case .emulator = spec {
-            return EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton.next())
-        }
-        if case .usb(let selector) = spec {
-            return USBTransportFactory.transport(for: selector, config: config)
-        }
+        let resolver = DeviceResolver(usbQuirks: config?.usbQuirks ?? [:])
         do {
-            return try spec.makeTransport()
+            return try resolver.transport(for: spec)
         } catch {
             throw CLIError(error.code == .unsupported ? .transport : .usage, error.message)
         }

@@ -1,15 +1,17 @@
 extension DeviceSpec {
-    /// The transport that opens this device.
+    /// The transport that opens this device, for the kinds this module implements.
     ///
-    /// - Throws: ``TransportError/Code/unsupported`` for ``emulator`` (the client layer
-    ///   supplies the emulator's transport) and for ``usb(_:)`` (AccessoryUSB's `USBTransport`
-    ///   opens it; this module does not link libusb).
+    /// `DeviceResolver` (module AccessoryDevices) resolves every kind; use it for specs that
+    /// come from users.
+    ///
+    /// - Throws: ``TransportError/Code/unsupported`` for ``emulator`` and ``usb(_:)``, which
+    ///   live in modules above this one.
     public func makeTransport() throws(TransportError) -> any ByteStreamTransport {
         switch self {
         case .emulator:
             throw TransportError(
                 .unsupported,
-                "the emulator device is resolved by the client layer, not by AccessoryTransport; open it through AccessoryClient"
+                "the emulator device is implemented above AccessoryTransport; resolve the spec with DeviceResolver (module AccessoryDevices), which handles every kind"
             )
         case .stdio:
             return StdioTransport()
@@ -22,7 +24,7 @@ extension DeviceSpec {
         case .usb(let selector):
             throw TransportError(
                 .unsupported,
-                "usb:\(selector) is opened by USBTransport in the AccessoryUSB module (libusb), not by AccessoryTransport; use USBTransport(selector:) (the accessory-http CLI does)"
+                "usb:\(selector) is opened by USBTransport in the AccessoryUSB module (libusb), not by AccessoryTransport; resolve the spec with DeviceResolver (module AccessoryDevices), which handles every kind"
             )
         }
     }

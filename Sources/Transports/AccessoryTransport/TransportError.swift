@@ -1,11 +1,10 @@
 /// The one public error type of the transport layer: a stable ``Code`` for programs and a
 /// readable message for people that says what was wrong and what to do.
-public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable {
+public struct TransportError: AccessoryError, Hashable {
     /// A stable, machine-readable identifier. New codes may be added; existing ones never change.
-    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: AccessoryErrorCode {
         public let rawValue: String
         public init(rawValue: String) { self.rawValue = rawValue }
-        public var description: String { self.rawValue }
 
         /// The device spec could not be parsed.
         public static let invalidDeviceSpec = Code(rawValue: "invalid-device-spec")
@@ -31,11 +30,22 @@ public struct TransportError: Error, Sendable, CustomStringConvertible, Hashable
 
     public let code: Code
     public let message: String
+    /// The error that caused this one, if any.
+    public let underlying: (any Error)?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
+        self.underlying = underlying
     }
 
-    public var description: String { self.message }
+    /// Equal when code and message are (the underlying error is not compared).
+    public static func == (lhs: TransportError, rhs: TransportError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.code)
+        hasher.combine(self.message)
+    }
 }

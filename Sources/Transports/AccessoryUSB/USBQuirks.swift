@@ -1,3 +1,5 @@
+import AccessoryTransport
+
 /// Per-device settings for accessories that need them, keyed by VID:PID in the config file:
 ///
 /// ```
@@ -90,10 +92,19 @@ public struct USBQuirks: Sendable, Hashable {
 }
 
 /// A quirk line that could not be understood.
-public struct USBQuirkError: Error, Sendable, Hashable, CustomStringConvertible {
+public struct USBQuirkError: AccessoryError, Hashable {
+    /// The one code: `usb-quirk-invalid`.
+    public struct Code: AccessoryErrorCode {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// A quirk line or value could not be understood.
+        public static let invalidQuirk = Code(rawValue: "usb-quirk-invalid")
+    }
+
+    public var code: Code { .invalidQuirk }
     public let message: String
+    public var underlying: (any Error)? { nil }
     public init(_ message: String) { self.message = message }
-    public var description: String { self.message }
 }
 
 extension StringProtocol {

@@ -1,5 +1,6 @@
-/// Why a redirect was not followed. The client maps it into its public error.
-package enum RedirectFailure: Error, Sendable, Hashable, CustomStringConvertible {
+/// Why a redirect was not followed: the `underlying` value of an `AccessoryClientError` with
+/// code ``AccessoryClientError/Code/redirectFailed`` (see ``AccessoryClientError/redirectFailure``).
+public enum RedirectFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// The chain grew past ``RedirectPolicy/maxRedirects``.
     case tooManyRedirects(limit: Int)
     /// The target (method and URL) was already visited in this chain.
@@ -9,7 +10,7 @@ package enum RedirectFailure: Error, Sendable, Hashable, CustomStringConvertible
     /// The `Location` value cannot be resolved into a usable request target.
     case invalidLocation(String)
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .tooManyRedirects(let limit):
             return "too many redirects (limit \(limit))"

@@ -1,0 +1,54 @@
+import AccessoryEmulator
+import AccessoryTransport
+import AccessoryUSB
+import NIOCore
+import NIOPosix
+
+/// Turns any device spec into the transport that opens it: the one place where every kind of
+/// spec is resolved, used by the CLI, URLSession routes (`AccessoryRoute(device:)`) and
+/// anything else that takes a spec from a user.
+///
+/// ``DeviceSpec/makeTransport()`` in AccessoryTransport opens the kinds that module implements
+/// (`unix:`, `exec:`, `serial:`, `stdio`); this resolver sits above the modules that implement
+/// the rest and adds them: `emulator` (the built-in emulated accessory, served in this process
+/// on a socketpair) and `usb:` (libusb bulk endpoints, with per-device quirks).
+///
+/// ```swift
+/// let transport = try DeviceResolver().transport(for: DeviceSpec(parsing: "usb:1209:0001"))
+/// let client = AccessoryClient(transport: transport)
+/// ```
+public struct DeviceResolver: Sendable {
+    /// Where the emulated accessory runs (its responder, for `emulator`).
+    public var eventLoopGroup: any EventLoopGroup
+    /// Quirks for `usb:` devices, keyed by the selector as written (`1209:0001`,
+    /// `1209:0001?serial=X`): what `quirks` lines in the config file give.
+    public var usbQuirks: [String: USBQuirks]
+
+    /// A resolver with the shared event loop group and no USB quirks.
+    public init(
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        usbQuirks: [String: USBQuirks] = [:]
+    ) {
+        self.eventLoopGroup = eventLoopGroup
+        self.usbQuirks = usbQuirks
+    }
+
+    /// The transport for `spec`. Nothing is opened yet: the link opens it on its first request.
+    public func transport(for spec: DeviceSpec) throws(TransportError) -> any ByteStreamTransport {
+        switch spec {
+        case .emulator:
+            return EmulatedAccessory().socketPairTransport(on: self.eventLoopGroup)
+        case .usb(let selector):
+            var configuration = USBTransport.Configuration()
+            if let quirks = self.quirks(for: selector) { configuration.apply(quirks) }
+            return USBTransport(selector: selector, configuration: configuration)
+        case .stdio, .unix, .exec, .serial:
+            return try spec.makeTransport()
+        }
+    }
+
+    /// The quirks configured for `selector`, if any.
+    public func quirks(for selector: USBDeviceSelector) -> USBQuirks? {
+        self.usbQuirks[selector.description]
+    }
+}
