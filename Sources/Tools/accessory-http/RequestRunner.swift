@@ -1,5 +1,6 @@
 import AccessoryClient
 import AccessoryHTTP1
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 
@@ -51,7 +52,10 @@ struct RequestRunner {
         }
         await client.shutdown()
         if self.options.fail && status.code >= 400 {
-            throw CLIError(.httpError, "the device answered \(status.code) \(status.reasonPhrase)")
+            throw CLIError(
+                .httpError,
+                "the device answered \(status.code) \(UntrustedText.printable(status.reasonPhrase))"
+            )
         }
     }
 
@@ -114,9 +118,14 @@ struct RequestRunner {
         return head.status
     }
 
+    /// The head as `-i` prints it. The device chose the reason phrase and the values: control
+    /// characters (the parser lets C1 controls such as U+009B, an 8-bit CSI, through) are escaped
+    /// by `UntrustedText`, so they can neither forge a line nor drive the terminal.
     static func render(_ head: HTTPResponse) -> String {
-        var text = "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n"
-        for field in head.headerFields { text += "\(field.name): \(field.value)\r\n" }
+        var text = "HTTP/1.1 \(head.status.code) \(UntrustedText.printable(head.status.reasonPhrase))\r\n"
+        for field in head.headerFields {
+            text += "\(UntrustedText.printable("\(field.name)")): \(UntrustedText.printable(field.value))\r\n"
+        }
         return text + "\r\n"
     }
 }
