@@ -55,7 +55,7 @@ public struct USBAccessoryInfo: Sendable, Hashable {
     public var permissionHint: String? {
         guard !self.accessible else { return nil }
         return
-            "no permission to open \(self.deviceNode): install the udev rules (sudo udev/install, udev/71-accessory-http-usb.rules; add this VID:PID if it is not listed there), then replug"
+            "no permission to open \(self.deviceNode): install the udev rules with this VID:PID (sudo udev/install --device \(self.id): udev/71-accessory-http-usb.rules plus a rule for it in 69-accessory-http-local.rules), then replug"
     }
 }
 
