@@ -1,5 +1,6 @@
 import AccessoryFunctionFS
 import AccessoryTransport
+import Foundation
 import Testing
 
 @testable import AccessoryUSB
@@ -245,6 +246,24 @@ struct USBListingTests {
             )
         )
         #expect(USBAccessoryListing.renderJSON([]) == "[]\n")
+    }
+
+    /// A device chooses its serial number: control characters (ESC, newline, C1 CSI) and bidi
+    /// overrides in it are escaped in both forms, and it is not offered in a device spec.
+    @Test func deviceSuppliedStringsAreEscaped() throws {
+        var info = Self.info
+        info.serialNumber = "EVIL\u{1B}[8m\nfake line\u{9B}2J\u{202E}"
+        let text = USBAccessoryListing.renderText([info])
+        #expect(!text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x9B || $0.value == 0x202E })
+        #expect(text.contains(#"serial EVIL\x1B[8m\x0Afake line\u{009B}2J\u{202E}  /dev/bus/usb/001/004"#), "\(text)")
+        #expect(!text.contains("\nfake line"))
+        #expect(info.deviceSpec == "usb:1209:0001?port=1-2.3")
+
+        let json = USBAccessoryListing.renderJSON([info])
+        #expect(json.split(separator: "\n").count == 1, "\(json)")
+        #expect(json.contains(#""serialNumber":"EVIL\u001b[8m\nfake line\u009b2J\u202e""#), "\(json)")
+        let decoded = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]]
+        #expect(decoded?.first?["serialNumber"] as? String == info.serialNumber)
     }
 
     @Test func textNamesTheUdevRuleWhenAccessIsMissing() {

@@ -236,6 +236,27 @@ struct DeviceChoiceTests {
         #expect(result.status == 0, "\(result)")
     }
 
+    /// The XDG spec: a relative XDG_CONFIG_HOME is ignored, so a settings file under the working
+    /// directory (say, in a repository just cloned) cannot choose an `exec:` device.
+    @Test func aRelativeXDGConfigHomeIsIgnored() async throws {
+        let planted = scratch.url.appendingPathComponent("relative/accessory-http")
+        try FileManager.default.createDirectory(at: planted, withIntermediateDirectories: true)
+        let marker = scratch.file("ran-the-planted-device")
+        try Data("device = exec:touch '\(marker)'\n".utf8).write(to: planted.appendingPathComponent("config"))
+        let result = try await runCLI(["get", "/status"], scratch: scratch, env: ["XDG_CONFIG_HOME": "relative"])
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains("--device"), "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: marker), "the planted exec: device ran: \(result)")
+
+        // It falls back to $HOME/.config, as when XDG_CONFIG_HOME is unset.
+        let home = scratch.url.appendingPathComponent(".config/accessory-http")
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        try Data("device = emulator\n".utf8).write(to: home.appendingPathComponent("config"))
+        let fallback = try await runCLI(["get", "/status"], scratch: scratch, env: ["XDG_CONFIG_HOME": "relative"])
+        #expect(fallback.status == 0, "\(fallback)")
+        #expect(!FileManager.default.fileExists(atPath: marker), "the planted exec: device ran: \(fallback)")
+    }
+
     @Test func theConfigOptionPicksAnotherFile() async throws {
         let path = scratch.file("other.conf")
         try Data("device = emulator\nhost = my-accessory\n".utf8).write(to: URL(fileURLWithPath: path))

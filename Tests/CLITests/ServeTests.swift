@@ -150,6 +150,76 @@ struct ServeTests {
         _ = await stop(server)
     }
 
+    /// Starts `serve --device unix:SOCKET EXTRA`, waits until it answers a request (its socket
+    /// mode and group are set by then), and returns the socket's stat, stopping the server.
+    func socketStat(_ extra: [String], name: String) async throws -> stat? {
+        let socket = scratch.file(name)
+        let server = try startCLI(["serve", "--device", "unix:" + socket] + extra, scratch: scratch)
+        let listening = await eventually { FileManager.default.fileExists(atPath: socket) || !server.isRunning }
+        guard listening, server.isRunning else {
+            Issue.record("the server did not start listening: \(await server.finish(timeout: 2))")
+            return nil
+        }
+        let cli = try await runCLI(["--device", "unix:" + socket, "get", "/status"], scratch: scratch)
+        #expect(cli.status == 0, "\(cli)")
+        var info = stat()
+        let found = stat(socket, &info) == 0
+        _ = await stop(server)
+        #expect(found, "no socket at \(socket)")
+        #expect(found && (info.st_mode & S_IFMT) == S_IFSOCK)
+        return found ? info : nil
+    }
+
+    /// Connecting to a unix socket needs write permission: by default owner and group only,
+    /// whatever the umask.
+    @Test func theSocketIs0660ByDefault() async throws {
+        let info = try await self.socketStat([], name: "default.sock")
+        #expect(info.map { String($0.st_mode & 0o7777, radix: 8) } == "660")
+    }
+
+    @Test func socketModeSetsTheMode() async throws {
+        let owner = try await self.socketStat(["--socket-mode", "0600"], name: "owner.sock")
+        #expect(owner.map { String($0.st_mode & 0o7777, radix: 8) } == "600")
+        let everyone = try await self.socketStat(["--socket-mode", "666"], name: "everyone.sock")
+        #expect(everyone.map { String($0.st_mode & 0o7777, radix: 8) } == "666")
+    }
+
+    @Test func socketGroupSetsTheGroup() async throws {
+        // As root, a group that is surely not ours already (nogroup); otherwise our own group.
+        var gid = getgid()
+        if geteuid() == 0, let entry = getgrnam("nogroup") { gid = entry.pointee.gr_gid }
+        let numeric = try await self.socketStat(["--socket-group", "\(gid)"], name: "gid.sock")
+        #expect(numeric?.st_gid == gid)
+        #expect(numeric.map { String($0.st_mode & 0o7777, radix: 8) } == "660")
+        if let entry = getgrgid(gid), let name = entry.pointee.gr_name {
+            let named = try await self.socketStat(["--socket-group", String(cString: name)], name: "name.sock")
+            #expect(named?.st_gid == gid)
+        }
+    }
+
+    @Test(arguments: [
+        ["--socket-mode", "999"], ["--socket-mode", "1777"], ["--socket-mode", "rw-rw----"], ["--socket-mode", ""],
+        ["--socket-group", "no-such-group-here"],
+    ])
+    func aBadSocketModeOrGroupIsAUsageError(option: [String]) async throws {
+        let socket = scratch.file("bad.sock")
+        let result = try await runCLI(["serve", "--device", "unix:" + socket] + option, scratch: scratch, timeout: 10)
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains(option[0]), "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: socket))
+    }
+
+    @Test func socketOptionsNeedAUnixSocket() async throws {
+        let result = try await runCLI(
+            ["serve", "--device", "stdio", "--socket-mode", "0600"],
+            scratch: scratch,
+            stdin: [],
+            timeout: 10
+        )
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains("unix:PATH"), "\(result)")
+    }
+
     @Test func aSerialPathThatIsNotATtyIsRefused() async throws {
         let path = scratch.file("plain-file")
         try Data("x".utf8).write(to: URL(fileURLWithPath: path))

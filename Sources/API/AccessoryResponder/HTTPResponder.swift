@@ -108,6 +108,26 @@ public struct HTTPResponder: Sendable {
         group: any EventLoopGroup,
         channelInitializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)? = nil
     ) async throws {
+        try await self.serveUnixSocket(path: path, group: group, whenBound: nil, channelInitializer: channelInitializer)
+    }
+
+    /// Listens on a unix socket at `path` like ``serveUnixSocket(path:group:channelInitializer:)``,
+    /// and calls `whenBound` with the path once the socket file exists, before the first
+    /// connection is served: the place to set the socket file's mode and group.
+    ///
+    /// NIO binds and listens in one step, so a client can connect between the two; it is served
+    /// only after `whenBound` returns. If `whenBound` throws, the socket is closed and removed
+    /// and the error is rethrown. To keep that window closed to others, create the socket with a
+    /// restrictive umask and widen its mode in `whenBound`.
+    ///
+    /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the socket cannot be
+    ///   bound, or what `whenBound` throws.
+    public func serveUnixSocket(
+        path: String,
+        group: any EventLoopGroup,
+        whenBound: (@Sendable (String) throws -> Void)?,
+        channelInitializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)? = nil
+    ) async throws {
         let configuration = self.configuration
         let server: NIOAsyncChannel<ResponderLink, Never>
         do {
@@ -125,6 +145,14 @@ public struct HTTPResponder: Sendable {
             throw ResponderError(.setupFailed, "could not listen on unix socket \(path): \(reason)")
         }
         defer { _ = unlink(path) }
+        if let whenBound {
+            do {
+                try whenBound(path)
+            } catch {
+                try? await server.channel.close()
+                throw error
+            }
+        }
         do {
             try await server.executeThenClose { connections in
                 await withDiscardingTaskGroup { group in

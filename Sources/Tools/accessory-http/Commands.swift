@@ -195,8 +195,33 @@ struct Serve: AsyncParsableCommand {
     )
     @OptionGroup var globals: GlobalOptions
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "unix:PATH only: the socket file's mode, in octal (default 0660: owner and group may connect).",
+            valueName: "mode"
+        )
+    )
+    var socketMode: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "unix:PATH only: the socket file's group (a name or a numeric gid); you must be a member, or root.",
+            valueName: "group"
+        )
+    )
+    var socketGroup: String?
+
+    func validate() throws {
+        if let socketMode { _ = try SocketAccess.parseMode(socketMode) }
+        if let socketGroup { _ = try SocketAccess.parseGroup(socketGroup) }
+    }
+
     func run() async throws {
         let globals = self.globals
+        let socketMode = self.socketMode
+        let socketGroup = self.socketGroup
         try await runReportingErrors {
             let (spec, _) = try globals.resolveDevice()
             let responder = EmulatedAccessory().makeResponder()
@@ -209,19 +234,97 @@ struct Serve: AsyncParsableCommand {
                     "serve needs a byte stream to serve on: unix:PATH, serial:PATH, exec:COMMAND or stdio"
                 )
             case .unix(let path):
+                let access = try SocketAccess(mode: socketMode, group: socketGroup)
                 if globals.verbose { StandardError.write("* serving the emulated accessory on unix:\(path)\n") }
+                // The socket file is made 0600 (umask 0177) at bind, so that until its mode and
+                // group are set nobody else can connect; nothing else in serve creates files.
+                let previousUmask = umask(0o177)
+                var restored = false
+                defer { if !restored { umask(previousUmask) } }
                 try await responder.serveUnixSocket(
                     path: path,
                     group: group,
+                    whenBound: { path in
+                        umask(previousUmask)
+                        try access.apply(to: path)
+                    },
                     channelInitializer: try tls.map { try Self.tlsInitializer($0) }
                 )
+                restored = true
             default:
+                if socketMode != nil || socketGroup != nil {
+                    throw CLIError(
+                        .usage,
+                        "--socket-mode and --socket-group apply to serve --device unix:PATH only, not to \(spec)"
+                    )
+                }
                 let plain = try GlobalOptions.clientTransport(for: spec)
                 let transport: any ByteStreamTransport =
                     tls.map { TLSTransport(wrapping: plain, configuration: $0) } ?? plain
                 if globals.verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
                 try await responder.serve(transport: transport, on: group.next())
             }
+        }
+    }
+}
+
+/// The mode and group `serve --device unix:PATH` gives its socket file (connecting to a unix
+/// socket needs write permission on it).
+struct SocketAccess: Sendable {
+    var mode: mode_t
+    var group: gid_t?
+
+    init(mode: String?, group: String?) throws(CLIError) {
+        do {
+            self.mode = try mode.map(Self.parseMode) ?? 0o660
+            self.group = try group.map(Self.parseGroup)
+        } catch {
+            throw CLIError(.usage, "\(error)")
+        }
+    }
+
+    /// An octal mode such as 0600, 660 or 0666; no bits beyond 0777.
+    static func parseMode(_ text: String) throws -> mode_t {
+        guard !text.isEmpty, text.count <= 4, text.allSatisfy({ ("0"..."7").contains($0) }),
+            let mode = mode_t(text, radix: 8), mode <= 0o777
+        else {
+            throw ValidationError(
+                "--socket-mode \(text) is not a file mode: give it in octal, at most 0777, e.g. 0660 (owner and group) or 0600 (owner only)"
+            )
+        }
+        return mode
+    }
+
+    /// A group name (looked up in the group database) or a numeric gid.
+    static func parseGroup(_ text: String) throws -> gid_t {
+        if !text.isEmpty, text.allSatisfy(\.isASCII), text.allSatisfy(\.isNumber), let gid = gid_t(text) { return gid }
+        var entry = Glibc.group()
+        var result: UnsafeMutablePointer<Glibc.group>? = nil
+        var buffer = [CChar](repeating: 0, count: 16 * 1024)
+        let status = getgrnam_r(text, &entry, &buffer, buffer.count, &result)
+        guard status == 0, result != nil else {
+            throw ValidationError(
+                "--socket-group \(text): no such group; give a group name from /etc/group (getent group) or a numeric gid"
+            )
+        }
+        return entry.gr_gid
+    }
+
+    /// Sets the group (if any), then the mode, of the socket file at `path`.
+    func apply(to path: String) throws(CLIError) {
+        if let group = self.group, chown(path, uid_t.max, group) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw CLIError(
+                .failure,
+                "cannot give the socket \(path) to group \(group): \(reason); you must be a member of that group (or root)"
+            )
+        }
+        if chmod(path, self.mode) != 0 {
+            let reason = String(cString: strerror(errno))
+            throw CLIError(
+                .failure,
+                "cannot set the mode of the socket \(path) to \(String(self.mode, radix: 8)): \(reason)"
+            )
         }
     }
 }
@@ -237,3 +340,9 @@ extension Serve {
         }
     }
 }
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif

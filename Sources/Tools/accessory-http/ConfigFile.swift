@@ -6,8 +6,9 @@ import AccessoryUSB
     import Musl
 #endif
 
-/// The user's settings file, `$XDG_CONFIG_HOME/accessory-http/config` (by default
-/// `~/.config/accessory-http/config`): `key = value` lines, `#` comments.
+/// The user's settings file, `$XDG_CONFIG_HOME/accessory-http/config` (by default, and when
+/// `XDG_CONFIG_HOME` is unset, empty or relative, `~/.config/accessory-http/config`):
+/// `key = value` lines, `#` comments.
 ///
 /// Known keys: `device` (a device spec), `host` (the Host header), `timeout` (seconds).
 /// An unknown key is an error that names the file and line, so a typo is never ignored.
@@ -21,8 +22,11 @@ struct ConfigFile {
 
     static var defaultPath: String? {
         let environment = Environment()
-        if let xdg = environment["XDG_CONFIG_HOME"], !xdg.isEmpty { return xdg + "/accessory-http/config" }
-        guard let home = environment["HOME"], !home.isEmpty else { return nil }
+        // The XDG Base Directory spec: a relative XDG_CONFIG_HOME is invalid and must be ignored
+        // (else a settings file in whatever directory the command runs in could pick the device,
+        // an `exec:` one included).
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") { return xdg + "/accessory-http/config" }
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
         return home + "/.config/accessory-http/config"
     }
 

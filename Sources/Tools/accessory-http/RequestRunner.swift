@@ -1,5 +1,6 @@
 import AccessoryClient
 import AccessoryHTTP1
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 
@@ -51,7 +52,10 @@ struct RequestRunner {
         }
         await client.shutdown()
         if self.options.fail && status.code >= 400 {
-            throw CLIError(.httpError, "the device answered \(status.code) \(status.reasonPhrase)")
+            throw CLIError(
+                .httpError,
+                "the device answered \(status.code) \(UntrustedText.printable(status.reasonPhrase))"
+            )
         }
     }
 
@@ -82,45 +86,46 @@ struct RequestRunner {
         async throws -> HTTPResponse.Status
     {
         let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
-        var progress: (@Sendable (TransferProgress) -> Void)? = nil
-        if let bar { progress = { bar.update($0) } }
-        // The client writes the body whatever the status; with --fail an error body must not
-        // replace the file, so download beside it and move it into place only on success.
-        let staged = self.options.fail && !Self.isSpecialFile(path)
-        let target = staged ? "\(path).accessory-http-\(String(UInt32.random(in: 0 ... .max), radix: 16)).fail" : path
+        let fail = self.options.fail
+        // The body goes to a private temporary file renamed into place on success (see
+        // OutputFile); with --fail an error body is never written, so the file stays as it was.
+        let file = try OutputFile(path: path)
         let head: HTTPResponse
         do {
-            head = try await client.download(request, to: target, progress: progress)
-        } catch {
-            guard staged else { throw error }
-            _ = unlink(target)
-            // Name the user's path, not the staging file, in the message.
-            throw CLIError(ExitStatus(for: error), error.message.replacing(target, with: path))
-        }
-        if staged {
-            if head.status.code >= 400 {
-                _ = unlink(target)
-            } else if rename(target, path) != 0 {
-                let reason = String(cString: strerror(errno))
-                _ = unlink(target)
-                throw CLIError(.file, "cannot move the download into place at \(path): \(reason)")
+            head = try await client.execute(request) { response in
+                if fail && response.status.code >= 400 { return response.head }
+                let total = response.head.headerFields[.contentLength].flatMap { Int64($0) }
+                var written: Int64 = 0
+                bar?.update(TransferProgress(bytesTransferred: 0, totalBytes: total))
+                for try await buffer in response.body {
+                    try file.write(buffer)
+                    written += Int64(buffer.readableBytes)
+                    bar?.update(TransferProgress(bytesTransferred: written, totalBytes: total))
+                }
+                return response.head
             }
+        } catch {
+            file.discard()
+            throw error
+        }
+        if fail && head.status.code >= 400 {
+            file.discard()
+        } else {
+            try file.commit()
         }
         bar?.finish()
         if self.options.include { StandardOutput.write(Self.render(head)) }
         return head.status
     }
 
-    /// True for an existing destination that is not a regular file (`/dev/null`, a FIFO).
-    private static func isSpecialFile(_ path: String) -> Bool {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return false }
-        return (info.st_mode & S_IFMT) != S_IFREG
-    }
-
+    /// The head as `-i` prints it. The device chose the reason phrase and the values: control
+    /// characters (the parser lets C1 controls such as U+009B, an 8-bit CSI, through) are escaped
+    /// by `UntrustedText`, so they can neither forge a line nor drive the terminal.
     static func render(_ head: HTTPResponse) -> String {
-        var text = "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n"
-        for field in head.headerFields { text += "\(field.name): \(field.value)\r\n" }
+        var text = "HTTP/1.1 \(head.status.code) \(UntrustedText.printable(head.status.reasonPhrase))\r\n"
+        for field in head.headerFields {
+            text += "\(UntrustedText.printable("\(field.name)")): \(UntrustedText.printable(field.value))\r\n"
+        }
         return text + "\r\n"
     }
 }

@@ -18,9 +18,11 @@ struct ServeGadget: AsyncParsableCommand {
             DIR is where functionfs is mounted for the function (scripts/usb-gadget setup mounts it
             at /dev/ffs-accessory). Start this first, then bind the gadget to its UDC
             (scripts/usb-gadget bind): the descriptors must be written before binding. Each host
-            session (the host selecting the interface) is a fresh link. See docs/usb.md.
-              sudo scripts/usb-gadget setup
-              sudo accessory-http serve-gadget /dev/ffs-accessory &
+            session (the host selecting the interface) is a fresh link. Run it as the unprivileged
+            user that owns the functionfs mount, not as root: it parses what the host sends.
+            See docs/usb.md.
+              sudo scripts/usb-gadget setup --user accessory-http   # or --create-user
+              sudo -u accessory-http accessory-http serve-gadget /dev/ffs-accessory &
               sudo scripts/usb-gadget bind
             SIGUSR1 stalls the bulk IN endpoint (fault injection for tests of the host's stall recovery).
             """

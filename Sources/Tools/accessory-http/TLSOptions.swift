@@ -2,6 +2,12 @@ import AccessoryTLS
 import AccessoryTransport
 import ArgumentParser
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// HTTPS over the accessory link: the TLS options every subcommand takes (see docs/tls.md).
 struct TLSOptions: ParsableArguments {
     @Flag(name: .long, help: "Speak TLS on the link (implied by any other TLS option).")
@@ -36,9 +42,79 @@ struct TLSOptions: ParsableArguments {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Password of the PKCS#12 file or of the encrypted PEM key.", valueName: "password")
+        help: ArgumentHelp(
+            "Password of the PKCS#12 file or of the encrypted PEM key. Visible to other users in the process list: prefer --cert-password-file or $ACCESSORY_HTTP_CERT_PASSWORD.",
+            valueName: "password"
+        )
     )
     var certPassword: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Read the --cert password from the first line of this file (not shown in the process list).",
+            valueName: "file"
+        )
+    )
+    var certPasswordFile: String?
+
+    /// The environment variable read for the certificate password when neither
+    /// `--cert-password` nor `--cert-password-file` is given.
+    static let passwordEnvironmentVariable = "ACCESSORY_HTTP_CERT_PASSWORD"
+
+    func validate() throws {
+        if self.certPassword != nil && self.certPasswordFile != nil {
+            throw ValidationError(
+                "give the certificate password once: --cert-password or --cert-password-file, not both"
+            )
+        }
+    }
+
+    /// The password of the PKCS#12 file or encrypted PEM key: `--cert-password`, then the first
+    /// line of `--cert-password-file` (its line ending stripped), then
+    /// `$ACCESSORY_HTTP_CERT_PASSWORD`; `nil` when none is given.
+    func resolvedCertPassword(environment: [String: String]) throws(CLIError) -> String? {
+        if let password = self.certPassword { return password }
+        if let path = self.certPasswordFile { return try Self.firstLine(ofPasswordFile: path) }
+        return environment[Self.passwordEnvironmentVariable]
+    }
+
+    private static func firstLine(ofPasswordFile path: String) throws(CLIError) -> String {
+        guard let file = fopen(path, "r") else {
+            throw CLIError(
+                .file,
+                "--cert-password-file \(path): cannot read it (\(String(cString: strerror(errno)))); give a readable file whose first line is the password"
+            )
+        }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        // A password is one line; never read an unbounded file (a device node, a FIFO left open).
+        while bytes.count <= 64 * 1024 {
+            let count = fread(&chunk, 1, chunk.count, file)
+            if count <= 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            if chunk[0..<count].contains(UInt8(ascii: "\n")) { break }
+        }
+        if ferror(file) != 0 {
+            throw CLIError(
+                .file,
+                "--cert-password-file \(path): cannot read it; give a readable file whose first line is the password"
+            )
+        }
+        var line = bytes.prefix { $0 != UInt8(ascii: "\n") }
+        if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// This process's environment, for ``resolvedCertPassword(environment:)``.
+    static var processEnvironment: [String: String] {
+        var environment: [String: String] = [:]
+        if let value = getenv(Self.passwordEnvironmentVariable) {
+            environment[Self.passwordEnvironmentVariable] = String(cString: value)
+        }
+        return environment
+    }
 
     @Option(
         name: .long,
@@ -89,12 +165,17 @@ struct TLSOptions: ParsableArguments {
             if self.key != nil {
                 throw CLIError(.usage, "--key is not used with a PKCS#12 file: the key is inside \(cert)")
             }
-            return .pkcs12(file: cert, password: self.certPassword ?? "")
+            let password = try self.resolvedCertPassword(environment: Self.processEnvironment)
+            return .pkcs12(file: cert, password: password ?? "")
         }
         guard let key = self.key else {
             throw CLIError(.usage, "--cert \(cert) needs --key FILE (or give a PKCS#12 .p12 file)")
         }
-        return .pem(certificateFile: cert, keyFile: key, keyPassword: self.certPassword)
+        return .pem(
+            certificateFile: cert,
+            keyFile: key,
+            keyPassword: try self.resolvedCertPassword(environment: Self.processEnvironment)
+        )
     }
 
     func minimumVersion() throws(CLIError) -> TLSVersion {

@@ -1,4 +1,5 @@
 import AccessoryHTTP1
+import AccessoryTransport
 import NIOCore
 import Synchronization
 
@@ -72,8 +73,12 @@ final class TraceRenderer: Sendable {
         }
     }
 
+    /// Each line of a head behind `prefix`, with whatever a device could use to forge a line or
+    /// drive the terminal (controls, C1 controls, bidi overrides) escaped by `UntrustedText`.
     static func prefixLines(_ text: String, with prefix: String) -> String {
-        text.split(separator: "\n", omittingEmptySubsequences: false).map { prefix + $0 + "\n" }.joined()
+        text.split(separator: "\n", omittingEmptySubsequences: false).map {
+            prefix + UntrustedText.printable($0) + "\n"
+        }.joined()
     }
 
     /// `00000000  47 45 54 20 …  |GET …|`, 16 bytes a line.

@@ -1,3 +1,5 @@
+import AccessoryTransport
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -39,7 +41,11 @@ public struct USBAccessoryInfo: Sendable, Hashable {
 
     /// The device spec that opens exactly this device.
     public var deviceSpec: String {
-        if let serial = self.serialNumber, !serial.isEmpty, !serial.contains("&"), !serial.contains("?") {
+        // A serial number is the device's own choice: one that would need escaping to print (or
+        // cannot be written in a spec) is not offered; the port is.
+        if let serial = self.serialNumber, !serial.isEmpty, !serial.contains("&"), !serial.contains("?"),
+            !serial.contains(" "), UntrustedText.printable(serial) == serial
+        {
             return "usb:\(self.id)?serial=\(serial)"
         }
         return "usb:\(self.id)?port=\(self.portPath)"
@@ -49,7 +55,7 @@ public struct USBAccessoryInfo: Sendable, Hashable {
     public var permissionHint: String? {
         guard !self.accessible else { return nil }
         return
-            "no permission to open \(self.deviceNode): install the udev rules (sudo udev/install, udev/71-accessory-http-usb.rules; add this VID:PID if it is not listed there), then replug"
+            "no permission to open \(self.deviceNode): install the udev rules with this VID:PID (sudo udev/install --device \(self.id): udev/71-accessory-http-usb.rules plus a rule for it in 69-accessory-http-local.rules), then replug"
     }
 }
 
@@ -93,8 +99,8 @@ public enum USBAccessoryListing {
         var text = ""
         for accessory in accessories {
             text +=
-                "\(accessory.id)  port \(accessory.portPath)  serial \(accessory.serialNumber ?? "-")  \(accessory.deviceNode)\n"
-            text += "  spec: \(accessory.deviceSpec)\n"
+                "\(accessory.id)  port \(UntrustedText.printable(accessory.portPath))  serial \(accessory.serialNumber.map(UntrustedText.printable) ?? "-")  \(UntrustedText.printable(accessory.deviceNode))\n"
+            text += "  spec: \(UntrustedText.printable(accessory.deviceSpec))\n"
             for interface in accessory.interfaces { text += "  \(interface)\n" }
             if accessory.interfaces.isEmpty { text += "  no qualifying interface\n" }
             text += accessory.permissionHint.map { "  \($0)\n" } ?? "  accessible: yes\n"
@@ -115,10 +121,13 @@ public enum USBAccessoryListing {
                 case "\r": out += "\\r"
                 case "\t": out += "\\t"
                 default:
-                    if scalar.value < 0x20 {
+                    // Controls (C0, DEL, C1), line separators and bidi overrides are escaped,
+                    // so the JSON stays one line and printing it cannot drive a terminal.
+                    switch scalar.value {
+                    case 0x00..<0x20, 0x7F..<0xA0, 0x2028, 0x2029, 0x202A...0x202E, 0x2066...0x2069:
                         let hex = String(scalar.value, radix: 16)
                         out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                    } else {
+                    default:
                         out.unicodeScalars.append(scalar)
                     }
                 }

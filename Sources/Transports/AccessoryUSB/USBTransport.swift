@@ -170,7 +170,7 @@ public struct USBTransport: ByteStreamTransport {
         } catch let error where error == .access {
             throw TransportError(
                 .permissionDenied,
-                "no permission to open USB device \(selector) (\(device.deviceNode)): install the udev rules (sudo udev/install; see docs/usb.md), then replug the device"
+                "no permission to open USB device \(selector) (\(device.deviceNode)): install the udev rules with its VID:PID (sudo udev/install --device VVVV:PPPP; see docs/usb.md), then replug the device"
             )
         } catch let error where error == .noDevice {
             throw TransportError(.deviceNotFound, "USB device \(selector) went away while opening it")
@@ -207,7 +207,7 @@ public struct USBTransport: ByteStreamTransport {
         if lastError == .access {
             throw TransportError(
                 .permissionDenied,
-                "no permission to claim USB device \(selector) (\(device.deviceNode)): install the udev rules (sudo udev/install; see docs/usb.md)"
+                "no permission to claim USB device \(selector) (\(device.deviceNode)): install the udev rules with its VID:PID (sudo udev/install --device VVVV:PPPP; see docs/usb.md)"
             )
         }
         throw TransportError(
