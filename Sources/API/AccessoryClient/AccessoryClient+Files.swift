@@ -13,7 +13,10 @@ extension AccessoryClient {
     /// Downloads the response body of `request` to the file at `path`, reporting progress.
     ///
     /// The body goes to a temporary file beside `path`, renamed into place only when complete,
-    /// so a failed download never leaves a truncated file that looks whole. A destination
+    /// so a failed download never leaves a truncated file that looks whole. The temporary file
+    /// has a random name and is created `O_EXCL|O_NOFOLLOW` with mode 0600 (a file or symlink
+    /// planted beside `path` is never followed or reused); on success it takes the mode of the
+    /// file it replaces, or for a new file 0666 less the umask, as curl does. A destination
     /// that is not a regular file (`/dev/null`, a FIFO) is written directly.
     ///
     /// - Returns: the response head. The file is written whatever the status; check it.
@@ -24,18 +27,30 @@ extension AccessoryClient {
         progress: (@Sendable (TransferProgress) -> Void)? = nil
     ) async throws(AccessoryClientError) -> HTTPResponse {
         let fileIO = NonBlockingFileIO(threadPool: .singleton)
-        let writesDirectly = Self.isSpecialFile(path)
-        let temporaryPath = writesDirectly ? path : Self.temporaryPath(beside: path)
+        var existing = stat()
+        let exists = stat(path, &existing) == 0
+        let writesDirectly = exists && (existing.st_mode & S_IFMT) != S_IFREG
+        let finalMode = exists ? existing.st_mode & 0o777 : 0o666 & ~Self.currentUmask()
+        let temporaryPath: String
         let handle: NIOFileHandle
-        do {
-            handle = try await fileIO.openFile(
-                _deprecatedPath: temporaryPath,
-                mode: .write,
-                flags: writesDirectly ? .default : .allowFileCreation(posixMode: 0o644),
-                eventLoop: MultiThreadedEventLoopGroup.singleton.next()
-            ).get()
-        } catch {
-            throw AccessoryClientError(.fileError, "cannot write \(path): \(Self.describe(error))", underlying: error)
+        if writesDirectly {
+            temporaryPath = path
+            do {
+                handle = try await fileIO.openFile(
+                    _deprecatedPath: path,
+                    mode: .write,
+                    flags: .default,
+                    eventLoop: MultiThreadedEventLoopGroup.singleton.next()
+                ).get()
+            } catch {
+                throw AccessoryClientError(
+                    .fileError,
+                    "cannot write \(path): \(Self.describe(error))",
+                    underlying: error
+                )
+            }
+        } else {
+            (temporaryPath, handle) = try Self.createTemporaryFile(beside: path)
         }
         var completed = false
         defer {
@@ -67,7 +82,8 @@ extension AccessoryClient {
             throw AccessoryClientError.wrapping(error)
         }
         if !writesDirectly {
-            guard rename(temporaryPath, path) == 0 else {
+            let modeSet = (try? handle.withUnsafeFileDescriptor { fchmod($0, finalMode) }) == 0
+            guard modeSet, rename(temporaryPath, path) == 0 else {
                 throw AccessoryClientError(
                     .fileError,
                     "cannot move the download into place at \(path): \(String(cString: strerror(errno)))"
@@ -156,14 +172,29 @@ extension AccessoryClient {
         return "\(error)"
     }
 
-    static func isSpecialFile(_ path: String) -> Bool {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return false }
-        return (info.st_mode & S_IFMT) != S_IFREG
+    /// `PATH.accessory-http-RANDOM.part`, in the destination's directory (the final rename never
+    /// crosses file systems), 64 random bits (not guessable in advance), created
+    /// `O_WRONLY|O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC` with mode 0600; a name that exists is
+    /// never opened: another is tried.
+    static func createTemporaryFile(beside path: String) throws(AccessoryClientError) -> (String, NIOFileHandle) {
+        for _ in 0..<16 {
+            let candidate = "\(path).accessory-http-\(String(UInt64.random(in: 0 ... .max), radix: 16)).part"
+            let descriptor = open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if descriptor >= 0 { return (candidate, NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)) }
+            if errno != EEXIST {
+                throw AccessoryClientError(.fileError, "cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        throw AccessoryClientError(
+            .fileError,
+            "cannot write \(path): every temporary name tried beside it already exists; remove stale *.accessory-http-*.part files there"
+        )
     }
 
-    static func temporaryPath(beside path: String) -> String {
-        let random = UInt32.random(in: 0 ... .max)
-        return "\(path).accessory-http-\(String(random, radix: 16)).part"
+    /// The process's umask (read by setting it and putting it back at once).
+    static func currentUmask() -> mode_t {
+        let mask = umask(0o022)
+        umask(mask)
+        return mask
     }
 }

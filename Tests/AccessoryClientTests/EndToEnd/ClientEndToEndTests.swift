@@ -250,6 +250,30 @@ struct ClientEndToEndTests {
         #expect(zip(seen, seen.dropFirst()).allSatisfy { $0.bytesTransferred <= $1.bytesTransferred })
     }
 
+    @Test("download keeps the mode of the file it replaces; a new file gets 0666 less the umask")
+    func downloadKeepsTheMode() async throws {
+        let client = makeEmulatorClient()
+        defer { Task { await client.shutdown() } }
+        let path = temporaryPath("secret.bin")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        func mode() -> mode_t {
+            var info = stat()
+            return stat(path, &info) == 0 ? info.st_mode & 0o777 : 0
+        }
+        // A private file stays private (before: it became 0644).
+        try "old".write(toFile: path, atomically: false, encoding: .utf8)
+        #expect(chmod(path, 0o600) == 0)
+        try await client.download(AccessoryRequest(path: "/bytes/1000"), to: path)
+        #expect(mode() == 0o600)
+        #expect((try Data(contentsOf: URL(fileURLWithPath: path))).count == 1000)
+        // A new file: 0666 less the umask.
+        try FileManager.default.removeItem(atPath: path)
+        let mask = umask(0o027)
+        defer { umask(mask) }
+        try await client.download(AccessoryRequest(path: "/bytes/10"), to: path)
+        #expect(mode() == 0o640)
+    }
+
     @Test("a failed download leaves no file behind")
     func failedDownload() async throws {
         let client = makeEmulatorClient { $0.link.idleTimeout = .milliseconds(300) }
