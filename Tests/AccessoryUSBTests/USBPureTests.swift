@@ -130,7 +130,7 @@ struct USBQuirksTests {
         try quirks.set("interface-class", to: "ff/48/01, 07/01/04")
         #expect(quirks.zeroLengthPackets == false)
         #expect(quirks.maxTransferSize == 8192)
-        #expect(quirks.claimDelay == 0.5)
+        #expect(quirks.claimDelay == .milliseconds(500))
         #expect(quirks.titleCaseHeaderNames == true)
         #expect(quirks.maxInterfaces == 2)
         #expect(quirks.interfaceClasses == [.accessoryHTTP, .ippOverUSB])
@@ -139,7 +139,7 @@ struct USBQuirksTests {
         configuration.apply(quirks)
         #expect(configuration.transfers.zeroLengthPackets == false)
         #expect(configuration.transfers.maxTransferSize == 8192)
-        #expect(configuration.claimDelay == 0.5)
+        #expect(configuration.claimDelay == .milliseconds(500))
         #expect(configuration.maxInterfaces == 2)
     }
 

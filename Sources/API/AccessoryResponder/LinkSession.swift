@@ -127,12 +127,8 @@ struct LinkSession: Sendable {
             return try await link.nextPartForLink()
         }
         let channel = self.channel.channel
-        let (seconds, attoseconds) = idleTimeout.components
-        let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let amount: TimeAmount =
-            nanoseconds.overflow
-            ? .hours(24 * 365) : .nanoseconds(nanoseconds.partialValue + attoseconds / 1_000_000_000)
-        let timer = channel.eventLoop.scheduleTask(in: amount) {
+        // NIO's conversion clamps a huge Duration instead of trapping.
+        let timer = channel.eventLoop.scheduleTask(in: TimeAmount(idleTimeout)) {
             channel.close(promise: nil)
         }
         defer { timer.cancel() }

@@ -772,10 +772,3 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         return text
     }
 }
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-}

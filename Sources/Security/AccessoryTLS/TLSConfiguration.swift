@@ -162,9 +162,9 @@ public struct TLSConfiguration: Sendable {
     /// Server: which client certificates are requested.
     public var clientAuthentication: TLSClientAuthentication
     /// Bound on the handshake, from the moment the link is active.
-    public var handshakeTimeout: TimeAmount
+    public var handshakeTimeout: Duration
     /// How long closing waits for the peer's close_notify after sending ours.
-    public var shutdownTimeout: TimeAmount
+    public var shutdownTimeout: Duration
 
     /// A client configuration.
     public static func client(
@@ -204,8 +204,8 @@ public struct TLSConfiguration: Sendable {
         serverName: String? = nil,
         trust: TLSTrust = TLSTrust(),
         clientAuthentication: TLSClientAuthentication = .none,
-        handshakeTimeout: TimeAmount = .seconds(10),
-        shutdownTimeout: TimeAmount = .milliseconds(500)
+        handshakeTimeout: Duration = .seconds(10),
+        shutdownTimeout: Duration = .milliseconds(500)
     ) {
         self.role = role
         self.minimumVersion = minimumVersion

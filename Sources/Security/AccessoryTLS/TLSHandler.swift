@@ -246,7 +246,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 self.finishClosing(context: context)
                 return
             }
-            self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.shutdownTimeout) {
+            self.timer = context.eventLoop.assumeIsolated().scheduleTask(
+                in: TimeAmount(self.configuration.shutdownTimeout)
+            ) {
                 [self] in
                 self.finishClosing(context: context)
             }
@@ -276,14 +278,16 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func startHandshake(context: ChannelHandlerContext) {
         guard case .idle = self.state else { return }
         self.state = .handshaking
-        self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: self.configuration.handshakeTimeout) {
+        self.timer = context.eventLoop.assumeIsolated().scheduleTask(
+            in: TimeAmount(self.configuration.handshakeTimeout)
+        ) {
             [self] in
             if case .handshaking = self.state {
                 self.fail(
                     context: context,
                     error: TLSError(
                         .handshakeTimeout,
-                        "the TLS handshake with the \(self.peerName) did not finish within \(self.configuration.handshakeTimeout.nanoseconds / 1_000_000) ms; does the \(self.peerName) speak TLS on this link?"
+                        "the TLS handshake with the \(self.peerName) did not finish within \(TimeAmount(self.configuration.handshakeTimeout).nanoseconds / 1_000_000) ms; does the \(self.peerName) speak TLS on this link?"
                     )
                 )
             }

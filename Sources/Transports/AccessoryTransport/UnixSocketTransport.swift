@@ -8,9 +8,9 @@ public struct UnixSocketTransport: ByteStreamTransport {
     /// The socket's path; a relative path is resolved against the working directory.
     public let path: String
     /// How long `open` waits for the server to accept the connection.
-    public let connectTimeout: TimeAmount
+    public let connectTimeout: Duration
 
-    public init(path: String, connectTimeout: TimeAmount = .seconds(5)) {
+    public init(path: String, connectTimeout: Duration = .seconds(5)) {
         self.path = path
         self.connectTimeout = connectTimeout
     }
@@ -24,7 +24,7 @@ public struct UnixSocketTransport: ByteStreamTransport {
         try self.checkPath()
         do {
             let channel = try await ClientBootstrap(group: eventLoop)
-                .connectTimeout(self.connectTimeout)
+                .connectTimeout(TimeAmount(self.connectTimeout))
                 .channelInitializer(configure)
                 .connect(unixDomainSocketPath: self.path)
                 .get()

@@ -15,8 +15,9 @@ public struct USBQuirks: Sendable, Hashable {
     public var zeroLengthPackets: Bool?
     /// The largest transfer in bytes (`max-transfer-size`, default 16384).
     public var maxTransferSize: Int?
-    /// Seconds to wait after claiming the interface before the first transfer (`claim-delay`).
-    public var claimDelay: Double?
+    /// How long to wait after claiming the interface before the first transfer (`claim-delay`,
+    /// written in seconds, with millisecond precision).
+    public var claimDelay: Duration?
     /// Send header names in Title-Case (`title-case-headers`); some devices only accept that.
     /// Applied by whoever builds the link (`LinkConfiguration.titleCaseHeaderNames`).
     public var titleCaseHeaderNames: Bool?
@@ -50,7 +51,7 @@ public struct USBQuirks: Sendable, Hashable {
             guard let seconds = Double(value), seconds >= 0, seconds <= 60 else {
                 throw USBQuirkError("claim-delay must be seconds from 0 to 60, not \"\(value)\"")
             }
-            self.claimDelay = seconds
+            self.claimDelay = .milliseconds(Int((seconds * 1000).rounded()))
         case "max-interfaces":
             guard value.allSatisfy(\.isASCII), let count = Int(value), count >= 1, count <= 32 else {
                 throw USBQuirkError("max-interfaces must be a number from 1 to 32, not \"\(value)\"")

@@ -32,8 +32,8 @@ public struct USBTransport: ByteStreamTransport {
         public var interfaceClasses: [USBInterfaceClass] = USBInterfaceCriteria.defaultClasses
         /// Transfer sizes, transfers in flight, ZLP and write timeout.
         public var transfers = USBTransferPolicy()
-        /// Seconds to wait after claiming, for devices that need time (0 by default).
-        public var claimDelay: Double = 0
+        /// How long to wait after claiming, for devices that need time (none by default).
+        public var claimDelay: Duration = .zero
         /// Use at most this many qualifying interfaces (all by default).
         public var maxInterfaces: Int = 32
 
@@ -67,8 +67,8 @@ public struct USBTransport: ByteStreamTransport {
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> OpenedByteStream {
         let (handle, interface) = try self.claim()
-        if self.configuration.claimDelay > 0 {
-            try? await Task.sleep(for: .milliseconds(Int(self.configuration.claimDelay * 1000)))
+        if self.configuration.claimDelay > .zero {
+            try? await Task.sleep(for: self.configuration.claimDelay)
         }
         let (local, remote) = try SocketPairTransport.makeSocketPair()
         let name = "\(self.selector) on port \(handle.device.portPath) (\(interface))"
