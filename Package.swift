@@ -9,7 +9,9 @@ import PackageDescription
 
 let package = Package(
     name: "accessory-http",
-    platforms: [.macOS(.v15)],
+    // Linux only (Debian 12 and later): the transports are built on Linux system calls (termios,
+    // FunctionFS, socketpair and posix_spawn details) and import Glibc. SwiftPM has no way to
+    // declare "Linux only", so no platform is declared rather than a macOS one that would not build.
     products: [
         .library(name: "AccessoryTransport", targets: ["AccessoryTransport"]),
         .library(name: "AccessoryHTTP1", targets: ["AccessoryHTTP1"]),
@@ -83,7 +85,7 @@ let package = Package(
             path: "Sources/Transports/AccessoryFunctionFS"
         ),
 
-        // MARK: Layer 3: TLS over any byte stream pair (system OpenSSL)
+        // MARK: Layer 2: TLS, itself a byte stream transport wrapping another (system OpenSSL)
         .target(
             name: "AccessoryTLS",
             dependencies: [
@@ -97,7 +99,7 @@ let package = Package(
             path: "Sources/Security/AccessoryTLS"
         ),
 
-        // MARK: Layer 2: HTTP/1.1 framing and the persistent link
+        // MARK: Layer 3: HTTP/1.1 framing and the persistent link (over any transport, TLS or not)
         .target(
             name: "AccessoryHTTP1",
             dependencies: [
@@ -131,7 +133,6 @@ let package = Package(
         .target(
             name: "AccessoryResponder",
             dependencies: [
-                "AccessoryHTTP1",
                 "AccessoryTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -149,6 +150,7 @@ let package = Package(
             name: "AccessoryEmulator",
             dependencies: [
                 "AccessoryResponder",
+                "AccessoryTransport",
                 "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

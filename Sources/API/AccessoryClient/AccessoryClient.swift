@@ -34,7 +34,9 @@ public final class AccessoryClient: Sendable {
     public static let version = "0.1.0"
 
     public let configuration: Configuration
-    public let link: HTTPLink
+    /// The link underneath: package-only, so callers cannot bypass redirects, authentication
+    /// and the client's policies by talking to it directly.
+    package let link: HTTPLink
 
     /// The link's event loop as a task executor. Requests made from a task that prefers it
     /// (`withTaskExecutorPreference(client.taskExecutor) { … }`) run without any thread hop:

@@ -16,7 +16,7 @@ enum DigestAuthEndpoint {
         guard qop == "auth" || qop == "none" else {
             return EmulatorResponses.error(.badRequest, "qop must be auth or none")
         }
-        guard let algorithm = DigestAlgorithm(name: algorithmName) else {
+        guard let algorithm = EmulatorDigestAlgorithm(name: algorithmName) else {
             return EmulatorResponses.error(.badRequest, "algorithm must be MD5, SHA-256, MD5-sess or SHA-256-sess")
         }
         let usesQop = qop == "auth"
@@ -47,7 +47,7 @@ enum DigestAuthEndpoint {
         head: HTTPRequest,
         user: String,
         password: String,
-        algorithm: DigestAlgorithm,
+        algorithm: EmulatorDigestAlgorithm,
         usesQop: Bool
     ) -> DigestNonce.Verdict {
         guard parameters["username"] == user,
@@ -57,7 +57,7 @@ enum DigestAuthEndpoint {
             let response = parameters["response"]
         else { return .invalid }
         if let opaque = parameters["opaque"], opaque != DigestNonce.opaque { return .invalid }
-        if let named = parameters["algorithm"], DigestAlgorithm(name: named) != algorithm { return .invalid }
+        if let named = parameters["algorithm"], EmulatorDigestAlgorithm(name: named) != algorithm { return .invalid }
         if parameters["algorithm"] == nil && algorithm.name != "MD5" { return .invalid }
 
         var ha1 = algorithm.h("\(user):\(Self.realm):\(password)")
@@ -82,7 +82,7 @@ enum DigestAuthEndpoint {
     }
 
     /// The `401` with a fresh challenge.
-    static func challenge(algorithm: DigestAlgorithm, usesQop: Bool, stale: Bool) -> ResponderResponse {
+    static func challenge(algorithm: EmulatorDigestAlgorithm, usesQop: Bool, stale: Bool) -> ResponderResponse {
         var challenge = "Digest realm=\"\(Self.realm)\""
         if usesQop { challenge += ", qop=\"auth\"" }
         challenge += ", algorithm=\(algorithm.name), nonce=\"\(DigestNonce.issue())\", opaque=\"\(DigestNonce.opaque)\""

@@ -1,8 +1,8 @@
 import AccessoryCrypto
 
-/// A Digest authentication algorithm (RFC 7616 §3.3): the hash and whether it is a session
+/// The emulator's side of a Digest authentication algorithm (RFC 7616 §3.3): the hash and whether it is a session
 /// (`-sess`) variant.
-struct DigestAlgorithm: Sendable, Hashable {
+struct EmulatorDigestAlgorithm: Sendable, Hashable {
     let hash: Digest.Algorithm
     let isSession: Bool
 
