@@ -25,6 +25,12 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         self.storage = .buffered(buffered)
     }
 
+    /// The body when it was handed over whole (an empty buffer for none), `nil` when it streams.
+    var wholeBody: ByteBuffer? {
+        if case .buffered(let buffer) = self.storage { return buffer ?? ByteBuffer() }
+        return nil
+    }
+
     public struct AsyncIterator: AsyncIteratorProtocol {
         private enum Base {
             case buffered(ByteBuffer?)

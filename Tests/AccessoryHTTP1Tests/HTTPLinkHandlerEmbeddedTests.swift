@@ -1,0 +1,198 @@
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import Testing
+
+@testable import AccessoryHTTP1
+
+/// `HTTPLinkHandler` in the link's real pipeline (guard, NIOHTTP1's encoder and decoder) on an
+/// `EmbeddedChannel`: every step is synchronous, so these tests wait on events, never on time.
+@Suite struct HTTPLinkHandlerEmbeddedTests {
+    /// The pipeline `HTTPLink` builds, on an embedded channel that is active.
+    final class Link {
+        let channel = EmbeddedChannel()
+        let handler: HTTPLinkHandler
+        let reads = ReadCounter()
+        var nextID: UInt64 = 1
+
+        init() throws {
+            let guardHandler = LinkGuardHandler(maxStartLineLength: 1024)
+            self.handler = HTTPLinkHandler(
+                configuration: LinkConfiguration(),
+                guardHandler: guardHandler,
+                eventLoop: self.channel.embeddedEventLoop
+            )
+            try self.channel.pipeline.syncOperations.addHandlers([
+                self.reads,
+                guardHandler,
+                HTTPRequestEncoder(),
+                ByteToMessageHandler(
+                    HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward)
+                ),
+                self.handler,
+            ])
+            try self.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 9)).wait()
+        }
+
+        /// Starts a request; its body is gathered until claimed (as for a consumer on the loop),
+        /// or with `streamed`, goes to an async sequence with back-pressure from the start.
+        func start(_ uri: String, method: HTTPMethod = .GET, streamed: Bool = false) throws -> ExchangeHandle {
+            let id = self.nextID
+            self.nextID += 1
+            let head = HTTPRequestHead(version: .http1_1, method: method, uri: uri)
+            return try self.handler.startExchange(
+                id: id,
+                head: head,
+                body: .none,
+                deadline: nil,
+                pendingBody: !streamed,
+                bodyHandler: NIOLoopBound(self.handler, eventLoop: self.channel.embeddedEventLoop)
+            )
+        }
+
+        /// What the link wrote to the device since the last call.
+        func written() throws -> String {
+            var text = ""
+            while let data = try self.channel.readOutbound(as: IOData.self) {
+                if case .byteBuffer(let buffer) = data { text += String(buffer: buffer) }
+            }
+            return text
+        }
+
+        /// Bytes from the device. Errors the pipeline caught are the handler's business (it
+        /// breaks the link); `writeInbound` would rethrow them, so they are swallowed here.
+        func device(_ text: String) {
+            _ = try? self.channel.writeInbound(ByteBuffer(string: text))
+            self.channel.embeddedEventLoop.run()
+        }
+
+        /// The body as the consumer would claim it now.
+        func claimedBody(_ handle: ExchangeHandle) -> String? {
+            guard case .pending(let pending) = handle.body else { return nil }
+            let body = self.handler.claimBody(
+                pending.value,
+                id: handle.id,
+                bodyHandler: NIOLoopBound(self.handler, eventLoop: self.channel.embeddedEventLoop)
+            )
+            return body.wholeBody.map { String(buffer: $0) }
+        }
+    }
+
+    @Test func aResponseCompletesTheExchangeAndTheLinkCarriesTheNext() throws {
+        let link = try Link()
+        let first = try link.start("/status")
+        #expect(try link.written().hasPrefix("GET /status HTTP/1.1\r\n"))
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+        #expect(result(first.head)?.status.code == 200)
+        #expect(result(first.completion) == true, "reusable")
+        #expect(link.claimedBody(first) == "hello")
+        #expect(link.handler.isUsable)
+
+        let second = try link.start("/next")
+        #expect(try link.written().hasPrefix("GET /next HTTP/1.1\r\n"))
+        link.device("HTTP/1.1 204 No Content\r\n\r\n")
+        #expect(result(second.head)?.status.code == 204)
+        #expect(result(second.completion) == true)
+    }
+
+    @Test func anAbandonedBodyIsDrainedSoTheNextAnswerIsInStep() throws {
+        let link = try Link()
+        let abandoned = try link.start("/big", streamed: true)
+        guard case .stream(let sequence) = abandoned.body else {
+            Issue.record("expected a streamed body")
+            return
+        }
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+        #expect(result(abandoned.head)?.status.code == 200)
+        // Nobody reads the body: once the producer's buffer is full, the link stops asking the
+        // device for bytes (back-pressure).
+        for _ in 0..<8 { link.device("0123456789") }
+        let readsWhileFull = link.reads.count
+        link.device("0123456789")
+        #expect(link.reads.count == readsWhileFull, "no read is asked for while the consumer's buffer is full")
+        // The consumer goes away: the link reads again, discarding the rest.
+        link.handler.consumerGone(id: abandoned.id)
+        #expect(link.reads.count > readsWhileFull, "draining asks the device for the rest")
+        #expect(result(abandoned.completion) == nil, "not over until the rest has arrived")
+        link.device("0123456789")
+        #expect(result(abandoned.completion) == true)
+        #expect(link.handler.isUsable)
+        _ = sequence
+
+        let next = try link.start("/status")
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        #expect(link.claimedBody(next) == "ok", "the next answer is not mixed with the drained one")
+    }
+
+    @Test func aCancelledRequestsLateAnswerIsDrained() throws {
+        let link = try Link()
+        let cancelled = try link.start("/slow")
+        link.handler.cancel(id: cancelled.id)
+        #expect((failure(cancelled.head) as? HTTPLinkError)?.code == .cancelled)
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlate")
+        #expect(result(cancelled.completion) == true)
+        #expect(link.handler.isUsable)
+
+        let next = try link.start("/status")
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew")
+        #expect(link.claimedBody(next) == "new")
+    }
+
+    @Test func bytesWhileNoRequestIsOutstandingBreakTheLink() throws {
+        let link = try Link()
+        link.device("HTTP/1.1 200 OK\r\n")
+        #expect(!link.handler.isUsable)
+        #expect(link.handler.failure?.code == .strayBytes)
+        #expect(throws: HTTPLinkError.self) { _ = try link.start("/status") }
+    }
+
+    @Test func aHeadResponseEndsWithoutABody() throws {
+        let link = try Link()
+        let head = try link.start("/file", method: .HEAD)
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        #expect(result(head.completion) == true, "Content-Length of a HEAD response announces no body")
+        #expect(link.claimedBody(head) == "")
+        #expect(link.handler.isUsable)
+    }
+
+    @Test func aDeviceThatClosesMidBodyFailsTheExchange() throws {
+        let link = try Link()
+        let exchange = try link.start("/big")
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n012")
+        link.channel.pipeline.fireChannelInactive()
+        link.channel.embeddedEventLoop.run()
+        #expect(result(exchange.completion) != true, "a truncated link is never reused")
+        #expect(!link.handler.isUsable)
+        guard case .pending(let pending) = exchange.body else {
+            Issue.record("expected a gathered body")
+            return
+        }
+        #expect(pending.value.failure?.code == .linkClosed)
+    }
+}
+
+/// Counts the reads the link asks of the transport: back-pressure made visible.
+final class ReadCounter: ChannelOutboundHandler {
+    typealias OutboundIn = Any
+    private(set) var count = 0
+
+    func read(context: ChannelHandlerContext) {
+        self.count += 1
+        context.read()
+    }
+}
+
+/// The value of a future that has completed successfully, else `nil` (an embedded loop runs
+/// callbacks at once).
+private func result<T>(_ future: EventLoopFuture<T>) -> T? {
+    var value: T?
+    future.assumeIsolated().whenSuccess { value = $0 }
+    return value
+}
+
+/// The error of a future that has failed, else `nil`.
+private func failure<T>(_ future: EventLoopFuture<T>) -> (any Error)? {
+    var error: (any Error)?
+    future.assumeIsolated().whenFailure { error = $0 }
+    return error
+}
