@@ -75,21 +75,18 @@ public struct HTTPResponder: Sendable {
     ///   be opened; the transport's own error is part of the message.
     public func serve(transport: any ByteStreamTransport, on eventLoop: any EventLoop) async throws {
         let configuration = self.configuration
-        let configured = ConfiguredLink()
-        let opened: OpenedByteStream
+        let channel: ResponderLink
         do {
-            opened = try await transport.open(on: eventLoop) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    configured.store(try ResponderPipeline.configure(channel, configuration: configuration))
+            channel = try await transport.open(
+                on: eventLoop,
+                building: { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try ResponderPipeline.configure(channel, configuration: configuration)
+                    }
                 }
-            }
+            ).output
         } catch {
-            configured.take()?.channel.close(promise: nil)
-            throw ResponderError(.setupFailed, "could not open \(transport): \(error)")
-        }
-        guard let channel = configured.take() else {
-            opened.channel.close(promise: nil)
-            throw ResponderError(.setupFailed, "\(transport) opened a channel without running the responder's set-up")
+            throw ResponderError(.setupFailed, "could not open \(transport): \(error)", underlying: error)
         }
         await self.session(channel).run()
     }
@@ -174,21 +171,5 @@ public struct HTTPResponder: Sendable {
 
     private func session(_ channel: ResponderLink) -> LinkSession {
         LinkSession(channel: channel, configuration: self.configuration, handler: self.handler, logger: self.logger)
-    }
-}
-
-/// Carries the async channel built inside a transport's `configure` closure out to the caller.
-private final class ConfiguredLink: Sendable {
-    private let channel = Mutex<ResponderLink?>(nil)
-
-    func store(_ channel: ResponderLink) {
-        self.channel.withLock { $0 = channel }
-    }
-
-    func take() -> ResponderLink? {
-        self.channel.withLock { value in
-            defer { value = nil }
-            return value
-        }
     }
 }

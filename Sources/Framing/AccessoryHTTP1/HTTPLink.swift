@@ -327,12 +327,11 @@ public final class HTTPLink: Sendable {
     private func open(discardingInput: Bool) async throws -> Connection {
         let configuration = self.configuration
         let eventLoop = self.eventLoop
-        let handlerBox = HandlerSlot()
         let transport = self.transport
         let timeout = configuration.openTimeout
-        let opened: OpenedByteStream
+        let opened: (stream: OpenedByteStream, output: NIOLoopBound<HTTPLinkHandler>)
         do {
-            let configure: @Sendable (any Channel) -> EventLoopFuture<Void> = { channel in
+            let configure: @Sendable (any Channel) -> EventLoopFuture<NIOLoopBound<HTTPLinkHandler>> = { channel in
                 do {
                     try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
                     try channel.syncOptions?.setOption(
@@ -367,8 +366,7 @@ public final class HTTPLink: Sendable {
                         ),
                         linkHandler,
                     ])
-                    handlerBox.value.withLock { $0 = NIOLoopBound(linkHandler, eventLoop: eventLoop) }
-                    return channel.eventLoop.makeSucceededVoidFuture()
+                    return channel.eventLoop.makeSucceededFuture(NIOLoopBound(linkHandler, eventLoop: eventLoop))
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)
                 }
@@ -381,31 +379,27 @@ public final class HTTPLink: Sendable {
         } catch {
             throw HTTPLinkError(.transportFailed, "could not open \(transport): \(error)", underlying: error)
         }
-        guard let handler = handlerBox.value.withLock({ $0 }) else {
-            opened.channel.close(promise: nil)
-            throw HTTPLinkError(.transportFailed, "\(transport) opened without running the pipeline set-up")
-        }
-        return Connection(stream: opened, handler: handler)
+        return Connection(stream: opened.stream, handler: opened.output)
     }
 
     /// Opens `transport`, giving up after `timeout` or when the caller is cancelled — even if the
     /// transport's `open` ignores cancellation (a blocking `open(2)` on a stuck tty, say): the
     /// race is unstructured, and a stream that opens after the caller gave up is closed.
-    private static func open(
+    private static func open<Output: Sendable>(
         _ transport: any ByteStreamTransport,
         on eventLoop: any EventLoop,
         timeout: Duration,
-        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
-    ) async throws -> OpenedByteStream {
-        let outcome = OpenOutcome()
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
+    ) async throws -> (stream: OpenedByteStream, output: Output) {
+        let outcome = OpenOutcome<(stream: OpenedByteStream, output: Output)>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<OpenedByteStream, any Error>) in
+                (continuation: CheckedContinuation<(stream: OpenedByteStream, output: Output), any Error>) in
                 outcome.install(continuation)
                 let opening = Task {
                     do {
-                        let stream = try await transport.open(on: eventLoop, configure: configure)
-                        if !outcome.resume(with: .success(stream)) { stream.channel.close(promise: nil) }
+                        let opened = try await transport.open(on: eventLoop, building: configure)
+                        if !outcome.resume(with: .success(opened)) { opened.stream.channel.close(promise: nil) }
                     } catch {
                         outcome.resume(with: .failure(error))
                     }
@@ -498,24 +492,19 @@ public final class HTTPLink: Sendable {
     }
 }
 
-/// Carries the handler made inside the transport's pipeline set-up back to the opener.
-private final class HandlerSlot: Sendable {
-    let value = Mutex<NIOLoopBound<HTTPLinkHandler>?>(nil)
-}
-
 /// The first of "opened", "failed", "timed out" and "cancelled" wins; the others are ignored.
-private final class OpenOutcome: Sendable {
+private final class OpenOutcome<Value: Sendable>: Sendable {
     private struct State {
-        var continuation: CheckedContinuation<OpenedByteStream, any Error>?
-        var early: Result<OpenedByteStream, any Error>?
+        var continuation: CheckedContinuation<Value, any Error>?
+        var early: Result<Value, any Error>?
         var done = false
         var onFinish: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
 
-    func install(_ continuation: CheckedContinuation<OpenedByteStream, any Error>) {
-        let early: Result<OpenedByteStream, any Error>? = self.state.withLock { state in
+    func install(_ continuation: CheckedContinuation<Value, any Error>) {
+        let early: Result<Value, any Error>? = self.state.withLock { state in
             if let early = state.early { return early }
             state.continuation = continuation
             return nil
@@ -534,16 +523,15 @@ private final class OpenOutcome: Sendable {
 
     /// Returns whether this result won.
     @discardableResult
-    func resume(with result: Result<OpenedByteStream, any Error>) -> Bool {
-        let (won, continuation, finish):
-            (Bool, CheckedContinuation<OpenedByteStream, any Error>?, (@Sendable () -> Void)?) =
-                self.state.withLock { state in
-                    guard !state.done else { return (false, nil, nil) }
-                    state.done = true
-                    if state.continuation == nil { state.early = result }
-                    defer { state.continuation = nil }
-                    return (true, state.continuation, state.onFinish)
-                }
+    func resume(with result: Result<Value, any Error>) -> Bool {
+        let (won, continuation, finish): (Bool, CheckedContinuation<Value, any Error>?, (@Sendable () -> Void)?) =
+            self.state.withLock { state in
+                guard !state.done else { return (false, nil, nil) }
+                state.done = true
+                if state.continuation == nil { state.early = result }
+                defer { state.continuation = nil }
+                return (true, state.continuation, state.onFinish)
+            }
         continuation?.resume(with: result)
         finish?()
         return won

@@ -47,26 +47,26 @@ public struct TLSTransport: ByteStreamTransport {
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> (stream: OpenedByteStream, session: TLSSessionInfo) {
         let context = try TLSContext(configuration: self.configuration)
-        let slot = HandshakeSlot()
-        let opened = try await self.inner.open(on: eventLoop) { channel in
-            do {
-                let connection = try TLSConnection(context: context)
-                let handler = TLSHandler(
-                    connection: connection,
-                    configuration: context.configuration,
-                    handshakePromise: channel.eventLoop.makePromise()
-                )
-                try channel.pipeline.syncOperations.addHandler(handler)
-                if let future = handler.handshakeFuture { slot.store(future) }
-            } catch {
-                return channel.eventLoop.makeFailedFuture(error)
+        let (opened, handshake) = try await self.inner.open(
+            on: eventLoop,
+            building: { channel -> EventLoopFuture<EventLoopFuture<TLSSessionInfo>> in
+                let handshake: EventLoopFuture<TLSSessionInfo>
+                do {
+                    let connection = try TLSConnection(context: context)
+                    let promise = channel.eventLoop.makePromise(of: TLSSessionInfo.self)
+                    let handler = TLSHandler(
+                        connection: connection,
+                        configuration: context.configuration,
+                        handshakePromise: promise
+                    )
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                    handshake = promise.futureResult
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                return configure(channel).map { handshake }
             }
-            return configure(channel)
-        }
-        guard let handshake = slot.take() else {
-            opened.channel.close(promise: nil)
-            throw TLSError(.invalidConfiguration, "\(self.inner) opened a channel without running the TLS set-up")
-        }
+        )
         let session: TLSSessionInfo
         do {
             session = try await withTaskCancellationHandler {
@@ -154,21 +154,6 @@ public struct TLSServerContext: Sendable {
                 // A failed handshake is logged by nobody else; the handler has closed the link.
                 handler.handshakeFuture?.whenFailure { _ in }
             }
-        }
-    }
-}
-
-/// Carries the handshake future out of the transport's `configure` closure.
-private final class HandshakeSlot: Sendable {
-    typealias Outcome = TLSSessionInfo
-    private let future = Mutex<EventLoopFuture<Outcome>?>(nil)
-
-    func store(_ future: EventLoopFuture<Outcome>) { self.future.withLock { $0 = future } }
-
-    func take() -> EventLoopFuture<Outcome>? {
-        self.future.withLock { value in
-            defer { value = nil }
-            return value
         }
     }
 }

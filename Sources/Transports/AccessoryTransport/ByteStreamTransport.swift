@@ -1,4 +1,5 @@
 import NIOCore
+import Synchronization
 
 /// A way to open a pair of byte streams to an accessory: one to write requests into and one to
 /// read responses from. Every transport (socketpair, unix socket, child process, serial tty,
@@ -26,6 +27,45 @@ public protocol ByteStreamTransport: Sendable, CustomStringConvertible {
 
 extension ByteStreamTransport {
     public var reopenMayCarryStaleBytes: Bool { false }
+
+    /// Opens a stream like ``open(on:configure:)`` and also returns what `configure` built in
+    /// the pipeline (a handler, a handshake future), as NIO's
+    /// `NIOPipeBootstrap.takingOwnershipOfDescriptor<Output>` does: callers need no slot of
+    /// their own to carry it out of the closure.
+    ///
+    /// - Throws: what the transport's `open` throws, what `configure` fails with, or a
+    ///   ``TransportError`` (``TransportError/Code/openFailed``) if the transport returned a
+    ///   channel without running `configure` (a transport bug; the channel is closed).
+    public func open<Output: Sendable>(
+        on eventLoop: any EventLoop,
+        building configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
+    ) async throws -> (stream: OpenedByteStream, output: Output) {
+        let built = BuiltOutput<Output>()
+        let stream = try await self.open(on: eventLoop) { channel in
+            configure(channel).map { built.store($0) }
+        }
+        guard let output = built.take() else {
+            stream.channel.close(promise: nil)
+            throw TransportError(.openFailed, "\(self) opened a channel without running the pipeline set-up")
+        }
+        return (stream, output)
+    }
+}
+
+/// Carries what a `configure` closure built out to ``ByteStreamTransport/open(on:building:)``:
+/// the one place this is needed, since ``ByteStreamTransport/open(on:configure:)`` itself is
+/// not generic (a generic requirement would make every transport carry the type through).
+private final class BuiltOutput<Output: Sendable>: Sendable {
+    private let value = Mutex<Output?>(nil)
+
+    func store(_ output: Output) { self.value.withLock { $0 = output } }
+
+    func take() -> Output? {
+        self.value.withLock { value in
+            defer { value = nil }
+            return value
+        }
+    }
 }
 
 /// A byte stream pair that is open: the channel that carries it, and what the transport can
