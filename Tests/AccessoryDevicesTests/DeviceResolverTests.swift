@@ -55,18 +55,8 @@ struct DeviceResolverTests {
 
     @Test func childProcess() async throws {
         // A minimal HTTP/1.1 device on stdin/stdout, written in Python: not our responder.
-        let script = Self.temporaryPath("device.py")
-        try """
-        import sys
-        r, w = sys.stdin.buffer, sys.stdout.buffer
-        while r.readline():
-            while r.readline() not in (b"\\r\\n", b"\\n", b""):
-                pass
-            body = b'{"device": "python on stdio"}'
-            w.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
-            w.flush()
-        """.write(toFile: script, atomically: true, encoding: .utf8)
-        defer { unlink(script) }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/stdio-device.py").path
         let (status, body) = try await self.status("exec:python3 \(script)")
         #expect(status == 200)
         #expect(body.contains("python on stdio"), "\(body)")

@@ -20,16 +20,7 @@ struct OpenSSLServerTests {
     }
 
     func get(_ server: OpenSSLServer, _ configuration: TLSConfiguration) async throws -> (Int, String) {
-        var clientConfiguration = AccessoryClient.Configuration()
-        clientConfiguration.link.openTimeout = .seconds(10)
-        clientConfiguration.defaultTimeout = .seconds(10)
-        let client = AccessoryClient(
-            transport: TLSTransport(wrapping: UnixSocketTransport(path: server.socket), configuration: configuration),
-            configuration: clientConfiguration
-        )
-        defer { Task { await client.shutdown() } }
-        let (response, body) = try await client.data(AccessoryRequest(path: "/"))
-        return (response.status.code, String(buffer: body))
+        try await fetch(server, configuration)
     }
 
     /// The TLSError under an AccessoryClientError.

@@ -24,16 +24,7 @@ struct ProtocolSettingsTests {
     }
 
     func get(_ server: OpenSSLServer, _ configuration: TLSConfiguration) async throws -> Int {
-        var clientConfiguration = AccessoryClient.Configuration()
-        clientConfiguration.link.openTimeout = .seconds(10)
-        clientConfiguration.defaultTimeout = .seconds(10)
-        let client = AccessoryClient(
-            transport: TLSTransport(wrapping: UnixSocketTransport(path: server.socket), configuration: configuration),
-            configuration: clientConfiguration
-        )
-        defer { Task { await client.shutdown() } }
-        let (response, _) = try await client.data(AccessoryRequest(path: "/"))
-        return response.status.code
+        try await fetch(server, configuration).0
     }
 
     func start(_ options: [String]) async throws -> OpenSSLServer {

@@ -1,7 +1,33 @@
 import AccessoryClient
 import AccessoryHTTP1
 import AccessoryTLS
+import AccessoryTransport
 import Foundation
+
+/// Tests/Fixtures/make-forged-cert.py (shared with the CLI tests): writes forged.pem/.key,
+/// a certificate whose names try to forge terminal output.
+let forgedCertificateScript = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Fixtures/make-forged-cert.py").path
+
+/// One GET / through `configuration` to an `openssl s_server` peer: the status and the body.
+func fetch(_ server: OpenSSLServer, _ configuration: TLSConfiguration) async throws -> (Int, String) {
+    var clientConfiguration = AccessoryClient.Configuration()
+    clientConfiguration.link.openTimeout = .seconds(10)
+    clientConfiguration.defaultTimeout = .seconds(10)
+    let client = AccessoryClient(
+        transport: TLSTransport(wrapping: UnixSocketTransport(path: server.socket), configuration: configuration),
+        configuration: clientConfiguration
+    )
+    do {
+        let (response, body) = try await client.data(AccessoryRequest(path: "/"))
+        await client.shutdown()
+        return (response.status.code, String(buffer: body))
+    } catch {
+        await client.shutdown()
+        throw error
+    }
+}
 
 /// Runs helper programs (openssl, curl) with bounded run times; a background process is
 /// killed by `stop()`, which tests call in `defer`.
@@ -134,25 +160,7 @@ struct Certificates: Sendable {
             # A client identity in a legacy (RC2) PKCS#12, as older tools export it.
             openssl pkcs12 -export -legacy -in client.pem -inkey client.key -out legacy.p12 -passout pass:p12secret
             # A certificate whose names try to forge terminal output (newline, ESC).
-            python3 - <<'PY'
-            from cryptography import x509
-            from cryptography.x509.oid import NameOID
-            from cryptography.hazmat.primitives import hashes, serialization
-            from cryptography.hazmat.primitives.asymmetric import ec
-            import datetime
-            key = ec.generate_private_key(ec.SECP256R1())
-            forged = "meter\\n  key pin:     sha256:FAKE\\x1b[8m"
-            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, forged)])
-            now = datetime.datetime.now(datetime.timezone.utc)
-            cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(forged)]), critical=False)
-                .sign(key, hashes.SHA256()))
-            open("forged.pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
-            open("forged.key", "wb").write(key.private_bytes(serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-            PY
+            python3 "\(forgedCertificateScript)" FAKE
             """
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")

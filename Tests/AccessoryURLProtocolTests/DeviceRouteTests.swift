@@ -25,18 +25,8 @@ import Testing
 
     @Test func anExecSpecRouteAnswers() async throws {
         // A third-party device on a child's stdio (Python, not our responder).
-        let script = "/tmp/ahroute-\(UInt32.random(in: 0...UInt32.max)).py"
-        try """
-        import sys
-        r, w = sys.stdin.buffer, sys.stdout.buffer
-        while r.readline():
-            while r.readline() not in (b"\\r\\n", b"\\n", b""):
-                pass
-            body = b'{"device": "python on stdio"}'
-            w.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n" % len(body) + body)
-            w.flush()
-        """.write(toFile: script, atomically: true, encoding: .utf8)
-        defer { unlink(script) }
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/stdio-device.py").path
         AccessoryRouteTable.shared.add(
             AccessoryRoute(name: "spec-exec", device: try DeviceSpec(parsing: "exec:python3 \(script)"))
         )

@@ -1,6 +1,12 @@
 import Foundation
 import Testing
 
+/// Tests/Fixtures/make-forged-cert.py (shared with the TLS tests): writes forged.pem/.key,
+/// a certificate whose names try to forge terminal output.
+let forgedCertificateScript = URL(fileURLWithPath: #filePath)
+    .deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Fixtures/make-forged-cert.py").path
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -21,25 +27,7 @@ struct TrustCommandTests {
               openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $name.key 2>/dev/null
               openssl req -x509 -new -key $name.key -out $name.pem -days 30 -subj "/CN=meter $name" -addext subjectAltName=DNS:meter 2>/dev/null
             done
-            python3 - <<'PY'
-            from cryptography import x509
-            from cryptography.x509.oid import NameOID
-            from cryptography.hazmat.primitives import hashes, serialization
-            from cryptography.hazmat.primitives.asymmetric import ec
-            import datetime
-            key = ec.generate_private_key(ec.SECP256R1())
-            forged = "meter\\n  key pin:     sha256:FAKEFAKEFAKE\\x1b[8m"
-            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, forged)])
-            now = datetime.datetime.now(datetime.timezone.utc)
-            cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=30))
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(forged)]), critical=False)
-                .sign(key, hashes.SHA256()))
-            open("forged.pem", "wb").write(cert.public_bytes(serialization.Encoding.PEM))
-            open("forged.key", "wb").write(key.private_bytes(serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-            PY
+            python3 "\(forgedCertificateScript)" FAKEFAKEFAKE
             """
         let result = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", script], scratch: self.scratch)
         try #require(result.status == 0, "making the test certificates failed: \(result)")
