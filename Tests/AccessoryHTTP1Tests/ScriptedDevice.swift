@@ -85,7 +85,10 @@ final class ScriptedDevice: Sendable {
     }
 
     var transport: SocketPairTransport {
-        SocketPairTransport(name: "scripted-device") { descriptor in self.accept(descriptor) }
+        // One scripted wire: an abandoned response on it is drained, as on a serial line.
+        SocketPairTransport(name: "scripted-device", opensIndependentStreams: false) { descriptor in
+            self.accept(descriptor)
+        }
     }
 
     var connectionCount: Int { self.state.withLock { $0.count } }

@@ -36,10 +36,14 @@ public struct EmulatedAccessory: Sendable {
     /// closes its end.
     public func socketPairTransport(
         on group: any EventLoopGroup,
-        configuration: ResponderConfiguration = .init()
+        configuration: ResponderConfiguration = .init(),
+        opensIndependentStreams: Bool = true
     ) -> SocketPairTransport {
         let responder = self.makeResponder(configuration: configuration)
-        return SocketPairTransport(name: "emulator:\(self.identity.model)") { descriptor in
+        return SocketPairTransport(
+            name: "emulator:\(self.identity.model)",
+            opensIndependentStreams: opensIndependentStreams
+        ) { descriptor in
             let eventLoop = group.next()
             Task {
                 // A descriptor that cannot be served is closed by `serve`; the client sees EOF.

@@ -328,6 +328,7 @@ public final class HTTPLink: Sendable {
         let configuration = self.configuration
         let eventLoop = self.eventLoop
         let transport = self.transport
+        let closesAbandonedStreams = transport.opensIndependentStreams
         let timeout = configuration.openTimeout
         let opened: (stream: OpenedByteStream, output: NIOLoopBound<HTTPLinkHandler>)
         do {
@@ -348,7 +349,8 @@ public final class HTTPLink: Sendable {
                     let linkHandler = HTTPLinkHandler(
                         configuration: configuration,
                         guardHandler: guardHandler,
-                        eventLoop: eventLoop
+                        eventLoop: eventLoop,
+                        closesAbandonedStreams: closesAbandonedStreams
                     )
                     var limits = NIOHTTPDecoderLimitConfiguration()
                     limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize

@@ -50,8 +50,18 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
 
     private let eventLoop: any EventLoop
 
-    init(configuration: LinkConfiguration, guardHandler: LinkGuardHandler, eventLoop: any EventLoop) {
+    /// Close the stream instead of draining an abandoned response (the transport opens
+    /// independent streams cheaply; see `ByteStreamTransport.opensIndependentStreams`).
+    private let closesAbandonedStreams: Bool
+
+    init(
+        configuration: LinkConfiguration,
+        guardHandler: LinkGuardHandler,
+        eventLoop: any EventLoop,
+        closesAbandonedStreams: Bool = false
+    ) {
         self.eventLoop = eventLoop
+        self.closesAbandonedStreams = closesAbandonedStreams
         self.configuration = configuration
         self.guardHandler = guardHandler
         self.machine = LinkStateMachine(drainLimit: configuration.drainLimit)
@@ -373,6 +383,12 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
     func cancel(id: UInt64) {
         guard self.ports?.id == id else { return }
         let error = HTTPLinkError(.cancelled, "the request was cancelled")
+        if self.closesAbandonedStreams {
+            // Not even the head is awaited: the next request goes out on a fresh stream.
+            self.configuration.tracer?.emit(.note("cancelled: closing this stream; the next request opens a fresh one"))
+            self.fail(error)
+            return
+        }
         self.ports?.head?.fail(error)
         self.ports?.head = nil
         self.finishBody(error)
@@ -515,6 +531,15 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
 
     private func startDraining() {
         guard let context = self.context else { return }
+        if self.closesAbandonedStreams {
+            // Waiting for the rest would hold up the next request for nothing: a fresh stream
+            // costs an open, the rest of this response could take any time.
+            self.configuration.tracer?.emit(
+                .note("abandoned response: closing this stream; the next request opens a fresh one")
+            )
+            self.fail(HTTPLinkError(.cancelled, "the response was abandoned; its stream was closed, not drained"))
+            return
+        }
         self.configuration.tracer?.emit(.note("draining the rest of an abandoned response"))
         self.ports?.consumerWantsMore = true
         let id = self.ports?.id

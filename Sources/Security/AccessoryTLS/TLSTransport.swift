@@ -27,6 +27,8 @@ public struct TLSTransport: ByteStreamTransport {
 
     public var description: String { "tls+\(self.inner)" }
     public var reopenMayCarryStaleBytes: Bool { self.inner.reopenMayCarryStaleBytes }
+    /// A new TLS session over a new inner stream is as independent as the inner stream.
+    public var opensIndependentStreams: Bool { self.inner.opensIndependentStreams }
 
     /// Opens the inner transport and completes the handshake.
     ///

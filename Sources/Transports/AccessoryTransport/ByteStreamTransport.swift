@@ -23,10 +23,19 @@ public protocol ByteStreamTransport: Sendable, CustomStringConvertible {
     /// A socketpair or a new child process starts empty; a serial line or USB endpoint is the
     /// same wire, so the layer above must discard input until the line is quiet.
     var reopenMayCarryStaleBytes: Bool { get }
+
+    /// Whether every `open` gives a stream independent of the ones before it, cheaply: a new
+    /// connection to a unix socket, a new socketpair. Then an abandoned response (a cancel, a
+    /// timeout, a body the caller stopped reading) is never drained: the link closes that
+    /// stream at once and the next request goes out on a fresh one. A serial line, USB
+    /// endpoints, stdio or a child's pipes (the command may reach a shared line) are one wire:
+    /// `false`, and the link drains.
+    var opensIndependentStreams: Bool { get }
 }
 
 extension ByteStreamTransport {
     public var reopenMayCarryStaleBytes: Bool { false }
+    public var opensIndependentStreams: Bool { false }
 
     /// Opens a stream like ``open(on:configure:)`` and also returns what `configure` built in
     /// the pipeline (a handler, a handshake future), as NIO's

@@ -19,9 +19,13 @@ public struct SocketPairTransport: ByteStreamTransport {
 
     private let peer: Peer
     private let name: String
+    /// Whether each open's far end is served on its own (the default), or the peer plays a
+    /// single wire that must be drained, as a scripted device does.
+    public let opensIndependentStreams: Bool
 
-    public init(name: String = "socketpair", peer: @escaping Peer) {
+    public init(name: String = "socketpair", opensIndependentStreams: Bool = true, peer: @escaping Peer) {
         self.name = name
+        self.opensIndependentStreams = opensIndependentStreams
         self.peer = peer
     }
 

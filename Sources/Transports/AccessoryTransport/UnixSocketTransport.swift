@@ -17,6 +17,9 @@ public struct UnixSocketTransport: ByteStreamTransport {
 
     public var description: String { "unix:\(self.path)" }
 
+    /// Each open is a new connection: the server sees a new client.
+    public var opensIndependentStreams: Bool { true }
+
     public func open(
         on eventLoop: any EventLoop,
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>

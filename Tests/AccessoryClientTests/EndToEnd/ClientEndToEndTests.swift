@@ -380,9 +380,16 @@ struct ClientEndToEndTests {
         #expect(head.status == .ok)
     }
 
-    @Test("abandoning a body halfway drains it: the next request uses the same link")
-    func abandonAndDrain() async throws {
-        let client = makeEmulatorClient()
+    @Test(
+        "abandoning a body halfway: drained on one wire (the next request uses the same link), a fresh stream where the transport opens independent ones",
+        arguments: [false, true]
+    )
+    func abandonedBody(independentStreams: Bool) async throws {
+        let transport = EmulatedAccessory().socketPairTransport(
+            on: MultiThreadedEventLoopGroup.singleton,
+            opensIndependentStreams: independentStreams
+        )
+        let client = AccessoryClient(transport: transport)
         defer { Task { await client.shutdown() } }
         struct Enough: Error {}
         await #expect(throws: Enough.self) {
@@ -396,7 +403,7 @@ struct ClientEndToEndTests {
         }
         let (_, body) = try await client.data(AccessoryRequest(path: "/bytes/1000"))
         #expect(sha256(body) == expectedPatternSHA256(count: 1000))
-        #expect(client.link.openCount == 1)
+        #expect(client.link.openCount == (independentStreams ? 2 : 1))
     }
 
     @Test("a body too large to drain gets the link reopened; the next response is still right")

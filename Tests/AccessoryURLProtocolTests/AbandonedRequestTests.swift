@@ -1,0 +1,50 @@
+import AccessoryEmulator
+import Foundation
+import NIOPosix
+import Testing
+
+@testable import AccessoryURLProtocol
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Through URLSession, as with the built-in stack: a request that timed out or was cancelled
+/// does not hold up the next one (the emulator's socketpair transport opens independent
+/// streams, so the abandoned stream is closed, not drained).
+@Suite(.timeLimit(.minutes(1)))
+struct AbandonedRequestURLSessionTests {
+    static let nextAnswerBound: Duration = .milliseconds(500)
+
+    @Test func afterATimeoutOrACancelTheNextRequestIsAnsweredAtOnce() async throws {
+        AccessoryRouteTable.shared.add(
+            AccessoryRoute(
+                name: "abandon",
+                transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton)
+            )
+        )
+        let session = Fixture.session()
+        defer { session.finishTasksAndInvalidate() }
+        let status = try Fixture.url("accessory://abandon/status")
+        for attempt in 0..<16 {
+            var slow = URLRequest(url: try Fixture.url("accessory://abandon/delay/10"))
+            if attempt % 4 == 0 {
+                slow.timeoutInterval = 0.3
+                await #expect {
+                    _ = try await session.data(for: slow)
+                } throws: { ($0 as? URLError)?.code == .timedOut }
+            } else {
+                let task = Task { try await session.data(for: slow) }
+                try await Task.sleep(for: .milliseconds(20 + attempt * 5))
+                task.cancel()
+                _ = await task.result
+            }
+            let started = ContinuousClock.now
+            let (_, response) = try await session.data(from: status)
+            let took = ContinuousClock.now - started
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            #expect(took < Self.nextAnswerBound, "attempt \(attempt): the next answer took \(took)")
+        }
+        await AccessoryRouteTable.shared.remove("abandon")
+    }
+}
