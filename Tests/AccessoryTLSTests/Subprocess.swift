@@ -91,9 +91,18 @@ final class Subprocess: @unchecked Sendable {
 
     var stderrText: String { (try? String(contentsOf: self.errorURL, encoding: .utf8)) ?? "" }
 
+    /// Ends the process and waits (bounded) until it is reaped. SIGTERM first; SIGKILL after
+    /// 100 ms, because a child can start with SIGTERM blocked (it inherits the signal mask of
+    /// the spawning thread) and `terminate()` alone left every `s_server` running.
     func stop() {
-        if self.process.isRunning { self.process.terminate() }
         try? self.stdinPipe?.fileHandleForWriting.close()
+        guard self.process.isRunning else { return }
+        self.process.terminate()
+        let pid = self.process.processIdentifier
+        for step in 0..<300 where self.process.isRunning {
+            if step == 10 { kill(pid, SIGKILL) }
+            usleep(10_000)
+        }
     }
 
     deinit {
