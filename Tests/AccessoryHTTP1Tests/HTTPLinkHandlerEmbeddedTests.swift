@@ -169,6 +169,28 @@ import Testing
         }
         #expect(pending.value.failure?.code == .linkClosed)
     }
+
+    @Test(arguments: [
+        ("Content-Length: 5\r\nContent-Length: 6", "conflicting Content-Length"),
+        ("Content-Length: 5\r\nTransfer-Encoding: chunked", "both Content-Length and Transfer-Encoding"),
+    ])
+    func ambiguousFramingIsNamedForWhatItIs(headers: String, words: String) throws {
+        let link = try Link()
+        let exchange = try link.start("/x")
+        link.device("HTTP/1.1 200 OK\r\n\(headers)\r\n\r\nhello")
+        #expect((failure(exchange.head) as? HTTPLinkError)?.code == .malformedResponse)
+        let message = link.handler.failure?.message ?? ""
+        #expect(message.contains(words), "\(message)")
+    }
+
+    @Test func bareLineFeedsAreNamed() throws {
+        let link = try Link()
+        let exchange = try link.start("/x")
+        link.device("HTTP/1.1 200 OK\nContent-Length: 5\n\nhello")
+        #expect((failure(exchange.head) as? HTTPLinkError)?.code == .malformedResponse)
+        let message = link.handler.failure?.message ?? ""
+        #expect(message.contains("bare LF line endings"), "\(message)")
+    }
 }
 
 /// Counts the reads the link asks of the transport: back-pressure made visible.

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import NIOCore
 import NIOHTTP1
 
@@ -15,7 +16,9 @@ extension HTTPLinkHandler {
         return head.headers["transfer-encoding"].contains { $0.lowercased().contains("chunked") }
     }
 
-    static func linkError(for error: any Error) -> HTTPLinkError {
+    /// - Parameter responseStart: the first bytes of the response, to name a framing error that
+    ///   NIO's parser reports only vaguely.
+    static func linkError(for error: any Error, responseStart: ByteBuffer = ByteBuffer()) -> HTTPLinkError {
         if let error = error as? HTTPLinkError { return error }
         if let parserError = error as? HTTPParserError {
             switch parserError {
@@ -37,12 +40,9 @@ extension HTTPLinkHandler {
                     "the device sent an invalid chunk size in a chunked body",
                     underlying: error
                 )
-            case .unexpectedContentLength:
-                return HTTPLinkError(
-                    .malformedResponse,
-                    "the device sent both Content-Length and Transfer-Encoding (ambiguous framing)",
-                    underlying: error
-                )
+            case .unexpectedContentLength, .unknown:
+                let problem = HeadDiagnosis(responseStart).problem ?? "a malformed HTTP response (\(parserError))"
+                return HTTPLinkError(.malformedResponse, "the device sent \(problem)", underlying: error)
             case .invalidConstant, .invalidVersion, .invalidStatus:
                 return HTTPLinkError(
                     .malformedResponse,
@@ -76,5 +76,47 @@ extension HTTPLinkHandler {
         var text = "HTTP/\(head.version.major).\(head.version.minor) \(head.status.code) \(head.status.reasonPhrase)"
         for (name, value) in head.headers { text += "\n\(name): \(value)" }
         return text
+    }
+}
+
+/// Names what is wrong with a response head that NIO's parser refused without saying why
+/// (llhttp's reason does not reach us): ambiguous framing or bare-LF line endings.
+struct HeadDiagnosis {
+    let problem: String?
+
+    init(_ responseStart: ByteBuffer) {
+        let bytes = Array(responseStart.readableBytesView)
+        // The head: up to the first empty line (CRLF CRLF, or LF LF from a bare-LF device).
+        var lines: [ArraySlice<UInt8>] = []
+        var bareLineFeed = false
+        var start = bytes.startIndex
+        for index in bytes.indices where bytes[index] == UInt8(ascii: "\n") {
+            let hasCR = index > start && bytes[index - 1] == UInt8(ascii: "\r")
+            if !hasCR { bareLineFeed = true }
+            let line = bytes[start..<(hasCR ? index - 1 : index)]
+            start = index + 1
+            if line.isEmpty { break }
+            lines.append(line)
+        }
+        var lengths: [String] = []
+        var transferEncoding = false
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self).lowercased()
+            let raw = line[(colon + 1)...].drop { $0 == 0x20 || $0 == 0x09 }
+            let value = String(decoding: raw.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed(), as: UTF8.self)
+            if name == "content-length" { lengths.append(value) }
+            if name == "transfer-encoding" { transferEncoding = true }
+        }
+        if transferEncoding && !lengths.isEmpty {
+            self.problem = "both Content-Length and Transfer-Encoding (ambiguous framing)"
+        } else if Set(lengths).count > 1 {
+            self.problem =
+                "conflicting Content-Length values (\(lengths.map { UntrustedText.printable(String($0.prefix(20))) }.joined(separator: ", "))): ambiguous framing"
+        } else if bareLineFeed {
+            self.problem = "a head with bare LF line endings (HTTP/1.1 needs CRLF)"
+        } else {
+            self.problem = nil
+        }
     }
 }

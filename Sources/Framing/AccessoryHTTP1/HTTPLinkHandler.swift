@@ -112,7 +112,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.fail(Self.linkError(for: error))
+        self.fail(Self.linkError(for: error, responseStart: self.guardHandler.responseStart))
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

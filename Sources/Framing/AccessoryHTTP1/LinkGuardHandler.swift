@@ -23,8 +23,21 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
         case passThrough
     }
 
-    var mode: Mode = .idle
+    var mode: Mode = .idle {
+        didSet { if case .startLine(seen: 0) = self.mode { self.responseStart.clear() } }
+    }
     private let maxStartLineLength: Int
+    /// A copy of the first bytes of the response in progress (at most `responseStartLimit`), so
+    /// a parser error can say what in the head was wrong: NIO's parser reports some framing
+    /// errors only as "unknown". A copy, not a reference: holding the read buffer would make
+    /// the decoder's next append copy it (copy on write) and keep a large read alive.
+    private(set) var responseStart = ByteBuffer()
+    static let responseStartLimit = 8 * 1024
+
+    private func capture(_ buffer: ByteBuffer) {
+        let room = Self.responseStartLimit - self.responseStart.readableBytes
+        if room > 0 { self.responseStart.writeBytes(buffer.readableBytesView.prefix(room)) }
+    }
     /// Told how many bytes were discarded while settling (to restart the quiet timer).
     var onDiscard: ((Int) -> Void)?
 
@@ -36,6 +49,7 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
         let buffer = self.unwrapInboundIn(data)
         switch self.mode {
         case .passThrough:
+            self.capture(buffer)
             context.fireChannelRead(data)
         case .idle:
             self.mode = .discard
@@ -63,6 +77,7 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
                 return
             }
             self.mode = lineFeed == nil ? .startLine(seen: length) : .passThrough
+            self.capture(buffer)
             context.fireChannelRead(data)
         }
     }
