@@ -15,12 +15,16 @@ import Testing
         let reads = ReadCounter()
         var nextID: UInt64 = 1
 
-        init() throws {
-            let guardHandler = LinkGuardHandler(maxStartLineLength: 1024)
+        let guardHandler = LinkGuardHandler(maxStartLineLength: 1024)
+        var loop: EmbeddedEventLoop { self.channel.embeddedEventLoop }
+
+        init(configuration: LinkConfiguration = LinkConfiguration(), closesAbandonedStreams: Bool = false) throws {
+            let guardHandler = self.guardHandler
             self.handler = HTTPLinkHandler(
-                configuration: LinkConfiguration(),
+                configuration: configuration,
                 guardHandler: guardHandler,
-                eventLoop: self.channel.embeddedEventLoop
+                eventLoop: self.channel.embeddedEventLoop,
+                closesAbandonedStreams: closesAbandonedStreams
             )
             try self.channel.pipeline.syncOperations.addHandlers([
                 self.reads,
@@ -36,18 +40,30 @@ import Testing
 
         /// Starts a request; its body is gathered until claimed (as for a consumer on the loop),
         /// or with `streamed`, goes to an async sequence with back-pressure from the start.
-        func start(_ uri: String, method: HTTPMethod = .GET, streamed: Bool = false) throws -> ExchangeHandle {
+        func start(
+            _ uri: String,
+            method: HTTPMethod = .GET,
+            headers: HTTPHeaders = [:],
+            body: RequestBodyStart = .none,
+            streamed: Bool = false,
+            deadline: NIODeadline? = nil
+        ) throws -> ExchangeHandle {
             let id = self.nextID
             self.nextID += 1
-            let head = HTTPRequestHead(version: .http1_1, method: method, uri: uri)
+            let head = HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: headers)
             return try self.handler.startExchange(
                 id: id,
                 head: head,
-                body: .none,
-                deadline: nil,
+                body: body,
+                deadline: deadline,
                 pendingBody: !streamed,
                 bodyHandler: NIOLoopBound(self.handler, eventLoop: self.channel.embeddedEventLoop)
             )
+        }
+
+        /// Moves the embedded loop's clock on; timers that fall due run.
+        func wait(_ amount: TimeAmount) {
+            self.loop.advanceTime(by: amount)
         }
 
         /// What the link wrote to the device since the last call.
@@ -75,6 +91,12 @@ import Testing
                 bodyHandler: NIOLoopBound(self.handler, eventLoop: self.channel.embeddedEventLoop)
             )
             return body.wholeBody.map { String(buffer: $0) }
+        }
+
+        /// Why the gathered body of `exchange` failed, if it did.
+        func bodyFailure(_ exchange: ExchangeHandle) -> HTTPLinkError.Code? {
+            guard case .pending(let pending) = exchange.body else { return nil }
+            return pending.value.failure?.code
         }
     }
 
@@ -190,6 +212,123 @@ import Testing
         #expect((failure(exchange.head) as? HTTPLinkError)?.code == .malformedResponse)
         let message = link.handler.failure?.message ?? ""
         #expect(message.contains("bare LF line endings"), "\(message)")
+    }
+    // MARK: Timers, on the embedded loop's clock
+
+    @Test func theIdleTimeoutEndsASilentExchange() throws {
+        var configuration = LinkConfiguration()
+        configuration.idleTimeout = .seconds(3)
+        let link = try Link(configuration: configuration)
+        let exchange = try link.start("/silent")
+        link.wait(.milliseconds(2900))
+        #expect(failure(exchange.head) == nil, "not yet")
+        link.wait(.milliseconds(200))
+        #expect((failure(exchange.head) as? HTTPLinkError)?.code == .idleTimeout)
+        #expect(result(exchange.completion) == false)
+        #expect(!link.channel.isActive, "a link out of step is closed")
+    }
+
+    @Test func aDeviceThatKeepsSendingIsNotIdle() throws {
+        var configuration = LinkConfiguration()
+        configuration.idleTimeout = .seconds(3)
+        let link = try Link(configuration: configuration)
+        let exchange = try link.start("/trickle")
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+        for byte in ["a", "b", "c", "d"] {
+            link.wait(.seconds(2))
+            link.device(byte)
+        }
+        #expect(link.handler.failure == nil, "8 s in, but never 3 s of silence")
+        link.device("e")
+        #expect(result(exchange.completion) == true)
+        #expect(link.claimedBody(exchange) == "abcde")
+    }
+
+    @Test func settlingDiscardsStaleBytesUntilTheLineIsQuiet() throws {
+        let link = try Link()
+        var settled = false
+        link.handler.settle().assumeIsolated().whenSuccess { settled = true }
+        link.device("HTTP/1.1 200 OK\r\nContent-Le")  // the tail of an answer from before the reopen
+        link.wait(.milliseconds(80))
+        link.device("ngth: 3\r\n\r\nold")
+        link.wait(.milliseconds(90))
+        #expect(!settled, "quiet for 90 ms only")
+        #expect(link.handler.failure == nil, "stale bytes while settling are not stray bytes")
+        link.wait(.milliseconds(20))
+        #expect(settled)
+        let next = try link.start("/status")
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew")
+        #expect(link.claimedBody(next) == "new")
+    }
+
+    @Test func settlingEndsAtItsMaximumWhenTheDeviceNeverStops() throws {
+        var configuration = LinkConfiguration()
+        configuration.settleMaxDuration = .seconds(1)
+        let link = try Link(configuration: configuration)
+        var settled = false
+        link.handler.settle().assumeIsolated().whenSuccess { settled = true }
+        for _ in 0..<19 {
+            link.wait(.milliseconds(50))
+            link.device("noise")
+        }
+        #expect(!settled)
+        link.wait(.milliseconds(50))
+        #expect(settled)
+        #expect(link.handler.isUsable)
+    }
+
+    @Test func theDeadlineFailsTheCallerAndTheRestIsDrainedBehindIt() throws {
+        let link = try Link()
+        let exchange = try link.start("/big", deadline: link.loop.now + .seconds(2))
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123")
+        #expect(result(exchange.head)?.status.code == 200)
+        link.wait(.seconds(2))
+        #expect(link.bodyFailure(exchange) == .exchangeTimeout, "the caller hears at its deadline")
+        #expect(result(exchange.completion) == nil, "the rest is still due")
+        link.device("456789")
+        #expect(result(exchange.completion) == true, "drained: the link stays in step")
+        let next = try link.start("/status")
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        #expect(link.claimedBody(next) == "ok")
+    }
+
+    @Test func aDrainThatTakesTooLongBreaksTheLink() throws {
+        let link = try Link()
+        let exchange = try link.start("/endless", streamed: true)
+        link.device("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123")
+        link.handler.consumerGone(id: exchange.id)
+        link.wait(.milliseconds(4900))
+        #expect(link.handler.failure == nil)
+        link.wait(.milliseconds(200))
+        #expect(link.handler.failure?.code == .cancelled)
+        #expect(result(exchange.completion) == false)
+        #expect(!link.channel.isActive)
+    }
+
+    @Test func theContinueTimeoutSendsTheHeldBody() throws {
+        let link = try Link()
+        let exchange = try link.start(
+            "/upload",
+            method: .PUT,
+            headers: ["Expect": "100-continue", "Content-Length": "4"],
+            body: .complete(ByteBuffer(string: "data"))
+        )
+        #expect(try !link.written().hasSuffix("data"), "held back for 100 Continue")
+        link.wait(.milliseconds(999))
+        #expect(try link.written() == "")
+        link.wait(.milliseconds(1))
+        #expect(try link.written() == "data", "sent anyway after 1 s, as curl does")
+        link.device("HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+        #expect(result(exchange.completion) == true)
+    }
+
+    @Test func onIndependentStreamsACancelClosesTheStreamAtOnce() throws {
+        let link = try Link(closesAbandonedStreams: true)
+        let exchange = try link.start("/slow")
+        link.handler.cancel(id: exchange.id)
+        #expect((failure(exchange.head) as? HTTPLinkError)?.code == .cancelled)
+        #expect(result(exchange.completion) == false, "not reused: the next request opens a fresh stream")
+        #expect(!link.channel.isActive)
     }
 }
 

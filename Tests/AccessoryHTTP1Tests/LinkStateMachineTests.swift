@@ -6,9 +6,24 @@ import Testing
 @Suite struct LinkStateMachineTests {
     typealias M = LinkStateMachine
 
-    func started(id: UInt64 = 1, head: Bool = false, continue: Bool = false, drainLimit: Int = 100) -> M {
-        var machine = M(drainLimit: drainLimit)
-        #expect(machine.startExchange(id: id, isHeadRequest: head, expectsContinue: `continue`) == .start)
+    /// Actions compare errors by code.
+    static func error(_ code: HTTPLinkError.Code) -> HTTPLinkError { HTTPLinkError(code, "") }
+
+    static func completion(_ action: M.Action) -> M.Completion? {
+        if case .endResponse(_, let completion) = action { return completion }
+        return nil
+    }
+
+    func started(
+        id: UInt64 = 1,
+        head: Bool = false,
+        continue: Bool = false,
+        drainLimit: Int = 100,
+        closes: Bool = false
+    ) -> M {
+        var machine = M(drainLimit: drainLimit, closesAbandonedStreams: closes)
+        let started = machine.startExchange(id: id, isHeadRequest: head, expectsContinue: `continue`)
+        #expect(started)
         return machine
     }
 
@@ -16,27 +31,31 @@ import Testing
         var m = started()
         #expect(m.requestEnded(id: 1) == .none)
         #expect(
-            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: false)
         )
-        #expect(m.responseBody(byteCount: 10) == .deliver)
-        #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: true)))
+        #expect(m.responseBody(byteCount: 10) == .forwardBody)
+        #expect(m.responseEnded() == .endResponse(finishBody: true, completion: .complete(reusable: true)))
         #expect(m.state == .idle)
         // The next exchange may start.
-        #expect(m.startExchange(id: 2, isHeadRequest: false, expectsContinue: false) == .start)
+        let started = m.startExchange(id: 2, isHeadRequest: false, expectsContinue: false)
+        #expect(started)
     }
 
     @Test func secondExchangeWhileBusyIsRefused() {
         var m = started()
-        #expect(m.startExchange(id: 2, isHeadRequest: false, expectsContinue: false) == .refuse)
+        let started = m.startExchange(id: 2, isHeadRequest: false, expectsContinue: false)
+        #expect(!started)
     }
 
     @Test func connectionCloseIsNotReusable() {
         var m = started()
         _ = m.requestEnded(id: 1)
         #expect(
-            m.responseHead(status: 200, keepAlive: false, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+            m.responseHead(status: 200, keepAlive: false, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: false)
         )
-        #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: false)))
+        #expect(m.responseEnded() == .endResponse(finishBody: true, completion: .complete(reusable: false)))
         #expect(m.state == .broken)
     }
 
@@ -44,27 +63,32 @@ import Testing
         var m = started()
         _ = m.requestEnded(id: 1)
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: false)
-        #expect(m.responseBody(byteCount: 5) == .deliver)
-        #expect(m.responseEnded().completion == .complete(reusable: false))
+        #expect(m.responseBody(byteCount: 5) == .forwardBody)
+        #expect(Self.completion(m.responseEnded()) == .complete(reusable: false))
     }
 
     @Test func headRequest() {
         var m = started(head: true)
         _ = m.requestEnded(id: 1)
         #expect(
-            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: false)
         )
-        #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: true)))
+        #expect(m.responseEnded() == .endResponse(finishBody: true, completion: .complete(reusable: true)))
     }
 
     @Test func continueReleasesBody() {
         var m = started(continue: true)
-        #expect(m.responseHead(status: 100, keepAlive: true, selfDelimited: true) == .releaseRequestBody)
+        #expect(
+            m.responseHead(status: 100, keepAlive: true, selfDelimited: true)
+                == .awaitFinalHead(releaseRequestBody: true)
+        )
         #expect(m.requestEnded(id: 1) == .none)
         #expect(
-            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: false)
         )
-        #expect(m.responseEnded().completion == .complete(reusable: true))
+        #expect(Self.completion(m.responseEnded()) == .complete(reusable: true))
     }
 
     @Test func continueTimeoutReleasesBodyOnce() {
@@ -76,27 +100,38 @@ import Testing
         #expect(!again)
         #expect(!other)
         // A late 100 is just an informational response now.
-        #expect(m.responseHead(status: 100, keepAlive: true, selfDelimited: true) == .ignore)
+        #expect(
+            m.responseHead(status: 100, keepAlive: true, selfDelimited: true)
+                == .awaitFinalHead(releaseRequestBody: false)
+        )
     }
 
     @Test func finalResponseBeforeContinueAbandonsBody() {
         var m = started(continue: true)
         #expect(
-            m.responseHead(status: 417, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: true)
+            m.responseHead(status: 417, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: true)
         )
         // The request counts as done: completion needs no requestEnded.
-        #expect(m.responseEnded() == .init(finishBody: true, completion: .complete(reusable: false)))
+        #expect(m.responseEnded() == .endResponse(finishBody: true, completion: .complete(reusable: false)))
     }
 
     @Test func informationalResponsesAreIgnored() {
         var m = started()
         _ = m.requestEnded(id: 1)
-        #expect(m.responseHead(status: 103, keepAlive: true, selfDelimited: true) == .ignore)
-        #expect(m.responseHead(status: 100, keepAlive: true, selfDelimited: true) == .ignore)
         #expect(
-            m.responseHead(status: 204, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+            m.responseHead(status: 103, keepAlive: true, selfDelimited: true)
+                == .awaitFinalHead(releaseRequestBody: false)
         )
-        #expect(m.responseEnded().completion == .complete(reusable: true))
+        #expect(
+            m.responseHead(status: 100, keepAlive: true, selfDelimited: true)
+                == .awaitFinalHead(releaseRequestBody: false)
+        )
+        #expect(
+            m.responseHead(status: 204, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: false)
+        )
+        #expect(Self.completion(m.responseEnded()) == .complete(reusable: true))
     }
 
     @Test func consumerGoneBeforeHeadDrains() {
@@ -104,22 +139,23 @@ import Testing
         _ = m.requestEnded(id: 1)
         #expect(m.consumerGone(id: 1) == .none)
         #expect(
-            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .drain(requestBodyAbandoned: false)
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: false, requestBodyAbandoned: false)
         )
-        #expect(m.responseBody(byteCount: 50) == .discard)
-        #expect(m.responseEnded() == .init(finishBody: false, completion: .complete(reusable: true)))
+        #expect(m.responseBody(byteCount: 50) == .none)
+        #expect(m.responseEnded() == .endResponse(finishBody: false, completion: .complete(reusable: true)))
     }
 
     @Test func consumerGoneMidBodyDrainsAndStaysReusable() {
         var m = started()
         _ = m.requestEnded(id: 1)
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
-        #expect(m.responseBody(byteCount: 10) == .deliver)
-        #expect(m.consumerGone(id: 1) == .startDraining)
+        #expect(m.responseBody(byteCount: 10) == .forwardBody)
+        #expect(m.consumerGone(id: 1) == .drain)
         #expect(m.consumerGone(id: 1) == .none)
-        #expect(m.responseBody(byteCount: 60) == .discard)
-        #expect(m.responseBody(byteCount: 40) == .discard)  // exactly the limit
-        #expect(m.responseEnded() == .init(finishBody: false, completion: .complete(reusable: true)))
+        #expect(m.responseBody(byteCount: 60) == .none)
+        #expect(m.responseBody(byteCount: 40) == .none)  // exactly the limit
+        #expect(m.responseEnded() == .endResponse(finishBody: false, completion: .complete(reusable: true)))
     }
 
     @Test func consumerGoneForOtherExchangeIsIgnored() {
@@ -127,7 +163,8 @@ import Testing
         #expect(m.consumerGone(id: 7) == .none)
         _ = m.requestEnded(id: 1)
         #expect(
-            m.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .deliver(requestBodyAbandoned: false)
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: false)
         )
     }
 
@@ -136,8 +173,8 @@ import Testing
         _ = m.requestEnded(id: 1)
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
         _ = m.consumerGone(id: 1)
-        #expect(m.responseBody(byteCount: 60) == .discard)
-        #expect(m.responseBody(byteCount: 41) == .drainLimitExceeded)
+        #expect(m.responseBody(byteCount: 60) == .none)
+        #expect(m.responseBody(byteCount: 41) == .close(Self.error(.cancelled)))
         #expect(m.state == .broken)
     }
 
@@ -145,23 +182,23 @@ import Testing
         var m = started()
         _ = m.requestEnded(id: 1)
         #expect(m.exchangeTimedOut(id: 2) == .none)
-        #expect(m.exchangeTimedOut(id: 1) == .failAndClose)
+        #expect(m.exchangeTimedOut(id: 1) == .close(Self.error(.exchangeTimeout)))
         #expect(m.state == .broken)
     }
 
     @Test func exchangeTimeoutWhileWritingRequest() {
         var m = started()
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
-        #expect(m.exchangeTimedOut(id: 1) == .failAndClose)
+        #expect(m.exchangeTimedOut(id: 1) == .close(Self.error(.exchangeTimeout)))
     }
 
     @Test func exchangeTimeoutInBodyDrains() {
         var m = started()
         _ = m.requestEnded(id: 1)
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
-        #expect(m.exchangeTimedOut(id: 1) == .failConsumerAndDrain)
-        #expect(m.responseBody(byteCount: 10) == .discard)
-        #expect(m.responseEnded().completion == .complete(reusable: true))
+        #expect(m.exchangeTimedOut(id: 1) == .failCaller(Self.error(.exchangeTimeout), thenDrain: true))
+        #expect(m.responseBody(byteCount: 10) == .none)
+        #expect(Self.completion(m.responseEnded()) == .complete(reusable: true))
     }
 
     @Test func exchangeTimeoutWhileDrainingCloses() {
@@ -169,15 +206,15 @@ import Testing
         _ = m.requestEnded(id: 1)
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
         _ = m.consumerGone(id: 1)
-        #expect(m.exchangeTimedOut(id: 1) == .failAndClose)
+        #expect(m.exchangeTimedOut(id: 1) == .close(Self.error(.exchangeTimeout)))
         #expect(m.state == .broken)
     }
 
     @Test func exchangeTimeoutAfterResponseWhileRequestStillWriting() {
         var m = started()
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
-        #expect(m.responseEnded().completion == .none)
-        #expect(m.exchangeTimedOut(id: 1) == .failAndClose)
+        #expect(Self.completion(m.responseEnded()) == .pending)
+        #expect(m.exchangeTimedOut(id: 1) == .close(Self.error(.exchangeTimeout)))
     }
 
     @Test func exchangeTimeoutAfterCompletionIsIgnored() {
@@ -191,30 +228,30 @@ import Testing
 
     @Test func partsWhileIdleAreProtocolViolations() {
         var a = M(drainLimit: 10)
-        #expect(a.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .protocolViolation)
+        #expect(a.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .close(Self.error(.strayBytes)))
         #expect(a.state == .broken)
         var b = M(drainLimit: 10)
-        #expect(b.responseBody(byteCount: 1) == .protocolViolation)
+        #expect(b.responseBody(byteCount: 1) == .close(Self.error(.strayBytes)))
         #expect(b.state == .broken)
         var c = M(drainLimit: 10)
-        #expect(c.responseEnded() == .protocolViolation)
+        #expect(c.responseEnded() == .close(Self.error(.strayBytes)))
         #expect(c.state == .broken)
     }
 
     @Test func partsOutOfOrderAreProtocolViolations() {
         var a = started()
-        #expect(a.responseBody(byteCount: 1) == .protocolViolation)
+        #expect(a.responseBody(byteCount: 1) == .close(Self.error(.strayBytes)))
         var b = started()
-        #expect(b.responseEnded() == .protocolViolation)
+        #expect(b.responseEnded() == .close(Self.error(.strayBytes)))
         var c = started()
         _ = c.responseHead(status: 200, keepAlive: true, selfDelimited: true)
-        #expect(c.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .protocolViolation)
+        #expect(c.responseHead(status: 200, keepAlive: true, selfDelimited: true) == .close(Self.error(.strayBytes)))
     }
 
     @Test func completionWaitsForRequestEnd() {
         var m = started()
         _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
-        #expect(m.responseEnded() == .init(finishBody: true, completion: .none))
+        #expect(m.responseEnded() == .endResponse(finishBody: true, completion: .pending))
         #expect(m.activeExchangeID == 1)
         #expect(m.requestEnded(id: 2) == .none)
         #expect(m.requestEnded(id: 1) == .complete(reusable: true))
@@ -223,12 +260,108 @@ import Testing
 
     @Test func linkFailed() {
         var m = started()
-        let hadExchange = m.linkFailed()
-        #expect(hadExchange)
+        m.linkFailed()
         #expect(m.state == .broken)
+        #expect(!m.wantsBytes)
         var idle = M(drainLimit: 1)
-        let idleHadExchange = idle.linkFailed()
-        #expect(!idleHadExchange)
-        #expect(idle.startExchange(id: 1, isHeadRequest: false, expectsContinue: false) == .refuse)
+        idle.linkFailed()
+        let started = idle.startExchange(id: 1, isHeadRequest: false, expectsContinue: false)
+        #expect(!started)
+    }
+
+    // MARK: Decisions that were the handler's
+
+    @Test func switchingProtocolsBreaksTheLink() {
+        var m = started()
+        _ = m.requestEnded(id: 1)
+        #expect(
+            m.responseHead(status: 101, keepAlive: true, selfDelimited: true) == .close(Self.error(.malformedResponse))
+        )
+        #expect(m.state == .broken)
+    }
+
+    @Test func readDemandFollowsTheConsumer() {
+        var m = started()
+        #expect(m.wantsBytes)  // awaiting the head
+        _ = m.requestEnded(id: 1)
+        _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        #expect(m.wantsBytes)
+        #expect(m.consumerDemand(id: 1, wantsMore: false) == .none)
+        #expect(!m.wantsBytes)  // back-pressure: the consumer is full
+        #expect(m.consumerDemand(id: 9, wantsMore: true) == .none)  // another exchange's consumer
+        #expect(!m.wantsBytes)
+        #expect(m.consumerDemand(id: 1, wantsMore: true) == .read)
+        #expect(m.wantsBytes)
+        _ = m.consumerDemand(id: 1, wantsMore: false)
+        #expect(m.consumerGone(id: 1) == .drain)
+        #expect(m.wantsBytes)  // draining reads whatever the consumer wanted
+    }
+
+    @Test func idleLinkWatchesForStrayBytes() {
+        let m = M(drainLimit: 1)
+        #expect(m.wantsBytes)
+    }
+
+    @Test func cancelBeforeHeadFailsTheCallerAndDrainsTheLateAnswer() {
+        var m = started()
+        _ = m.requestEnded(id: 1)
+        #expect(m.cancelled(id: 2) == .none)
+        #expect(m.cancelled(id: 1) == .failCaller(Self.error(.cancelled), thenDrain: false))
+        #expect(
+            m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: false, requestBodyAbandoned: false)
+        )
+        #expect(m.responseBody(byteCount: 5) == .none)
+        #expect(m.responseEnded() == .endResponse(finishBody: false, completion: .complete(reusable: true)))
+    }
+
+    @Test func cancelMidBodyDrains() {
+        var m = started()
+        _ = m.requestEnded(id: 1)
+        _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        #expect(m.cancelled(id: 1) == .failCaller(Self.error(.cancelled), thenDrain: true))
+        #expect(m.responseBody(byteCount: 5) == .none)
+    }
+
+    @Test func drainTimeoutClosesOnlyTheExchangeItWasFor() {
+        var m = started()
+        _ = m.requestEnded(id: 1)
+        _ = m.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        _ = m.consumerGone(id: 1)
+        #expect(m.drainTimedOut(id: 7) == .none)
+        #expect(m.drainTimedOut(id: 1) == .close(Self.error(.cancelled)))
+        #expect(m.state == .broken)
+    }
+
+    /// A transport that opens independent streams: an abandoned response is never drained.
+    @Test func independentStreamsCloseInsteadOfDraining() {
+        var cancelled = started(closes: true)
+        _ = cancelled.requestEnded(id: 1)
+        #expect(cancelled.cancelled(id: 1) == .close(Self.error(.cancelled)))
+        #expect(cancelled.state == .broken)
+
+        var leftMidBody = started(closes: true)
+        _ = leftMidBody.requestEnded(id: 1)
+        _ = leftMidBody.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        #expect(leftMidBody.consumerGone(id: 1) == .close(Self.error(.cancelled)))
+
+        var leftBeforeHead = started(closes: true)
+        _ = leftBeforeHead.requestEnded(id: 1)
+        #expect(leftBeforeHead.consumerGone(id: 1) == .none)
+        #expect(
+            leftBeforeHead.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+                == .close(Self.error(.cancelled))
+        )
+
+        var timedOut = started(closes: true)
+        _ = timedOut.requestEnded(id: 1)
+        _ = timedOut.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        #expect(timedOut.exchangeTimedOut(id: 1) == .close(Self.error(.exchangeTimeout)))
+
+        // A response read to its end keeps the link, as on any transport.
+        var whole = started(closes: true)
+        _ = whole.requestEnded(id: 1)
+        _ = whole.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        #expect(whole.responseEnded() == .endResponse(finishBody: true, completion: .complete(reusable: true)))
     }
 }

@@ -22,6 +22,16 @@ struct ResponseBodyDelegate: NIOAsyncSequenceProducerDelegate {
     }
 }
 
+/// How a request's body starts out on the link.
+enum RequestBodyStart {
+    case none
+    /// A body known up front: written with the head, in one flush.
+    case complete(ByteBuffer)
+    /// A body the caller streams with ``HTTPLinkHandler/writeBody(id:_:)`` and
+    /// ``HTTPLinkHandler/endRequest(id:)``.
+    case streamed
+}
+
 /// What the async side holds of one exchange. All members are safe to use from any thread.
 struct ExchangeHandle: Sendable {
     let id: UInt64
@@ -67,5 +77,155 @@ final class PendingResponseBody {
 
     func fail(_ error: HTTPLinkError) {
         if !self.ended && self.failure == nil { self.failure = error }
+    }
+
+    /// What the consumer reads: the whole body if it has ended, else a stream from
+    /// `makeProducer()` that starts with what has gathered so far. `continuing` is the stream's
+    /// source, to be fed from now on, and whether the consumer wants more at once; `nil` when
+    /// the body is whole or has failed (the stream then ends with the failure).
+    func claim(
+        makeProducer: () -> ResponseBodyProducer.NewSequence
+    ) -> (body: HTTPResponseBody, continuing: (source: ResponseBodyProducer.Source, wantsMore: Bool)?) {
+        if self.ended && self.failure == nil { return (HTTPResponseBody(buffered: self.buffer), nil) }
+        let producer = makeProducer()
+        var wantsMore = true
+        if let buffer = self.buffer, buffer.readableBytes > 0 {
+            wantsMore = producer.source.yield(buffer) != .stopProducing
+        }
+        self.buffer = nil
+        let body = HTTPResponseBody(producer: producer.sequence)
+        if let failure = self.failure {
+            producer.source.finish(failure)
+            return (body, nil)
+        }
+        return (body, (producer.source, wantsMore))
+    }
+}
+
+/// What the link holds of the exchange in progress: the promises the caller waits on, the
+/// body sink, and the exchange's timers. Each ending settles every promise exactly once.
+struct ExchangePorts {
+    let id: UInt64
+    private var head: EventLoopPromise<HTTPResponse>?
+    private var mayWriteBody: EventLoopPromise<Bool>?
+    private let completion: EventLoopPromise<Bool>
+    var body: ResponseBodySink
+    var timers: [Scheduled<Void>] = []
+    /// An in-memory body held back until `100 Continue` (or the continue timeout).
+    var heldBody: ByteBuffer?
+    /// Streamed request body writes waiting for the channel to take more.
+    private var writabilityWaiters: [EventLoopPromise<Void>] = []
+
+    private init(
+        id: UInt64,
+        head: EventLoopPromise<HTTPResponse>,
+        mayWriteBody: EventLoopPromise<Bool>?,
+        completion: EventLoopPromise<Bool>,
+        body: ResponseBodySink
+    ) {
+        self.id = id
+        self.head = head
+        self.mayWriteBody = mayWriteBody
+        self.completion = completion
+        self.body = body
+    }
+
+    /// The two ends of a new exchange: what the link keeps, and what the caller gets.
+    /// - Parameters:
+    ///   - streamedRequestBody: the caller streams the request body (and waits for leave to).
+    ///   - pendingResponseBody: gather the body, up to this many bytes, until the consumer
+    ///     claims it on the event loop; `nil`: stream it through `makeProducer()` from the start.
+    static func open(
+        id: UInt64,
+        on eventLoop: any EventLoop,
+        streamedRequestBody: Bool,
+        pendingResponseBody: Int?,
+        makeProducer: () -> ResponseBodyProducer.NewSequence
+    ) -> (ExchangePorts, ExchangeHandle) {
+        let head = eventLoop.makePromise(of: HTTPResponse.self)
+        let mayWriteBody = streamedRequestBody ? eventLoop.makePromise(of: Bool.self) : nil
+        let completion = eventLoop.makePromise(of: Bool.self)
+        let sink: ResponseBodySink
+        let handleBody: ExchangeHandle.Body
+        if let limit = pendingResponseBody {
+            let pending = PendingResponseBody()
+            sink = .pending(pending, limit: limit)
+            handleBody = .pending(NIOLoopBound(pending, eventLoop: eventLoop))
+        } else {
+            let producer = makeProducer()
+            sink = .stream(producer.source)
+            handleBody = .stream(producer.sequence)
+        }
+        let ports = ExchangePorts(
+            id: id,
+            head: head,
+            mayWriteBody: mayWriteBody,
+            completion: completion,
+            body: sink
+        )
+        let handle = ExchangeHandle(
+            id: id,
+            head: head.futureResult,
+            mayWriteBody: mayWriteBody?.futureResult,
+            completion: completion.futureResult,
+            body: handleBody
+        )
+        return (ports, handle)
+    }
+
+    mutating func deliverHead(_ response: HTTPResponse) {
+        self.head?.succeed(response)
+        self.head = nil
+    }
+
+    /// Tells a streamed request body whether it may be sent.
+    mutating func resolveMayWriteBody(_ value: Bool) {
+        self.mayWriteBody?.succeed(value)
+        self.mayWriteBody = nil
+    }
+
+    mutating func waitForWritability(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let writable = eventLoop.makePromise(of: Void.self)
+        self.writabilityWaiters.append(writable)
+        return writable.futureResult
+    }
+
+    mutating func becameWritable() {
+        let waiters = self.writabilityWaiters
+        self.writabilityWaiters.removeAll()
+        for waiter in waiters { waiter.succeed() }
+    }
+
+    /// Fails what the caller waits for; the exchange itself goes on (its rest is drained).
+    mutating func failCaller(_ error: HTTPLinkError) {
+        self.head?.fail(error)
+        self.head = nil
+        self.body.finish(error)
+    }
+
+    /// The exchange is over. A drained body's sink is still open: it is ended here.
+    mutating func complete(reusable: Bool) {
+        self.cancelTimers()
+        self.becameWritable()  // nothing waits once the request is complete; never leave a promise
+        self.body.finish(HTTPLinkError(.cancelled, "the response was abandoned"))
+        self.completion.succeed(reusable)
+    }
+
+    /// The link failed during the exchange.
+    mutating func fail(_ error: HTTPLinkError) {
+        self.cancelTimers()
+        self.head?.fail(error)
+        self.head = nil
+        self.resolveMayWriteBody(false)
+        let waiters = self.writabilityWaiters
+        self.writabilityWaiters.removeAll()
+        for waiter in waiters { waiter.fail(error) }
+        self.body.finish(error)
+        self.completion.succeed(false)
+    }
+
+    private mutating func cancelTimers() {
+        for timer in self.timers { timer.cancel() }
+        self.timers.removeAll()
     }
 }

@@ -110,7 +110,7 @@ public final class HTTPLink: Sendable {
         try Task.checkCancellation()
 
         let id = self.nextExchangeID.add(1, ordering: .relaxed).newValue
-        let start: HTTPLinkHandler.RequestBodyStart
+        let start: RequestBodyStart
         switch body.storage {
         case .none: start = .none
         case .bytes(let buffer): start = .complete(buffer)
@@ -273,7 +273,7 @@ public final class HTTPLink: Sendable {
         on connection: Connection,
         id: UInt64,
         head: HTTPRequestHead,
-        body start: HTTPLinkHandler.RequestBodyStart,
+        body start: RequestBodyStart,
         deadline: ContinuousClock.Instant?,
         ifUsable: Bool
     ) async throws -> ExchangeHandle? {

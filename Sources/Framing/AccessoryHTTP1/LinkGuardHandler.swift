@@ -38,8 +38,10 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
         let room = Self.responseStartLimit - self.responseStart.readableBytes
         if room > 0 { self.responseStart.writeBytes(buffer.readableBytesView.prefix(room)) }
     }
-    /// Told how many bytes were discarded while settling (to restart the quiet timer).
+    /// Told how many bytes were discarded (tests watch it).
     var onDiscard: ((Int) -> Void)?
+    private var context: ChannelHandlerContext?
+    private var settling: (watch: SettleWatch, promise: EventLoopPromise<Int>, timer: Scheduled<Void>?)?
 
     init(maxStartLineLength: Int) {
         self.maxStartLineLength = maxStartLineLength
@@ -62,6 +64,7 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
             )
         case .discard:
             self.onDiscard?(buffer.readableBytes)
+            self.settling?.watch.inputDiscarded(byteCount: buffer.readableBytes, now: context.eventLoop.now)
         case .startLine(let seen):
             let lineFeed = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n"))
             let length = lineFeed.map { seen + ($0 - buffer.readerIndex) + 1 } ?? seen + buffer.readableBytes
@@ -80,6 +83,54 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.capture(buffer)
             context.fireChannelRead(data)
         }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.endSettling(.failure(HTTPLinkError(.linkClosed, "the link closed while settling")))
+        self.context = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.endSettling(.failure(HTTPLinkError(.linkClosed, "the link closed while settling")))
+        context.fireChannelInactive()
+    }
+
+    /// Discards input until the line has been quiet for `quietPeriod` (or `maxDuration` has
+    /// passed), then expects nothing (`idle`). Used after reopening a transport that may carry
+    /// stale bytes. The future gives how many bytes were discarded.
+    func settle(quietPeriod: TimeAmount, maxDuration: TimeAmount, on eventLoop: any EventLoop) -> EventLoopFuture<Int> {
+        guard let context = self.context, context.channel.isActive, self.settling == nil else {
+            return eventLoop.makeFailedFuture(HTTPLinkError(.linkClosed, "the link closed before settling began"))
+        }
+        self.mode = .discard
+        let watch = SettleWatch(quietPeriod: quietPeriod, maxDuration: maxDuration, now: context.eventLoop.now)
+        self.settling = (watch, context.eventLoop.makePromise(), nil)
+        self.lookAtSettling()
+        return self.settling?.promise.futureResult ?? context.eventLoop.makeSucceededFuture(0)
+    }
+
+    private func lookAtSettling() {
+        guard let settling = self.settling, let context = self.context else { return }
+        switch settling.watch.look(now: context.eventLoop.now) {
+        case .settled(let discarded):
+            self.mode = .idle
+            self.endSettling(.success(discarded))
+        case .lookAgainAt(let deadline):
+            self.settling?.timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+                self.lookAtSettling()
+            }
+        }
+    }
+
+    private func endSettling(_ result: Result<Int, HTTPLinkError>) {
+        guard let settling = self.settling else { return }
+        self.settling = nil
+        settling.timer?.cancel()
+        settling.promise.completeWith(result.mapError { $0 as any Error })
     }
 
     /// A short printable rendering of the first bytes, for error messages.

@@ -5,6 +5,11 @@
 /// link may carry the next exchange only if every byte of this one was accounted for and both
 /// sides want to keep it alive; otherwise it is torn down and reopened, so that stale bytes are
 /// never read as the next response.
+///
+/// The machine makes every decision the handler carries out (async-http-client's
+/// `HTTP1ConnectionStateMachine` is the model): whether to read, what the link guard expects,
+/// whether an abandoned response is drained or its stream closed, and
+/// which error ends what. The handler only does the I/O an ``Action`` names.
 struct LinkStateMachine {
     enum RequestProgress: Equatable {
         /// The head is written; body parts may follow.
@@ -33,6 +38,8 @@ struct LinkStateMachine {
         var keepAlive = true
         /// The consumer left before the response head arrived.
         var consumerGone = false
+        /// Whether the consumer can take more of the body now (back-pressure).
+        var consumerWantsMore = true
     }
 
     enum State: Equatable {
@@ -42,11 +49,76 @@ struct LinkStateMachine {
         case broken
     }
 
-    private(set) var state: State = .idle
-    let drainLimit: Int
+    /// Fixed for the life of a link.
+    struct Policy {
+        var drainLimit: Int
+        /// Close the stream of an abandoned response instead of draining it: the transport
+        /// opens a fresh, independent stream cheaply (see
+        /// `ByteStreamTransport.opensIndependentStreams`), while the rest of the response could
+        /// take any time.
+        var closesAbandonedStreams = false
+    }
 
-    init(drainLimit: Int) {
-        self.drainLimit = drainLimit
+    private(set) var state: State = .idle
+    let policy: Policy
+
+    init(policy: Policy) {
+        self.policy = policy
+    }
+
+    init(drainLimit: Int, closesAbandonedStreams: Bool = false) {
+        self.init(policy: Policy(drainLimit: drainLimit, closesAbandonedStreams: closesAbandonedStreams))
+    }
+
+    /// What the handler does after an event. Each case names all of it, the link guard's mode
+    /// included.
+    enum Action: Equatable {
+        case none
+        /// Ask the device for bytes (when ``wantsBytes`` and no read is pending).
+        case read
+        /// An informational head passed; the guard expects a status line again.
+        /// `releaseRequestBody`: it was `100 Continue`, so the held request body may go.
+        case awaitFinalHead(releaseRequestBody: Bool)
+        /// The final head arrived; the guard passes the body through. `deliver`: hand the head to
+        /// the caller (else nobody waits for it and its body is drained).
+        /// `requestBodyAbandoned`: the device answered before the body it asked to wait for, so
+        /// that body must not be sent.
+        case forwardHead(deliver: Bool, requestBodyAbandoned: Bool)
+        /// Hand this body part to the consumer.
+        case forwardBody
+        /// The response is over: end the consumer's body (if `finishBody`: it was not drained),
+        /// then act on `completion`.
+        case endResponse(finishBody: Bool, completion: Completion)
+        /// The exchange is over.
+        case complete(reusable: Bool)
+        /// Fail what the caller waits for (head, body) with `error`. The link stays up; with
+        /// `thenDrain`, the rest of the response is read and discarded from now on, within the
+        /// drain timeout.
+        case failCaller(HTTPLinkError, thenDrain: Bool)
+        /// The consumer left mid-body: drain the rest, within the drain timeout.
+        case drain
+        /// Fail everything in progress with `error` and close the link (the guard discards).
+        /// `note` goes to the trace first.
+        case close(HTTPLinkError, note: String? = nil)
+
+        static func == (lhs: Action, rhs: Action) -> Bool {
+            switch (lhs, rhs) {
+            case (.none, .none), (.read, .read), (.forwardBody, .forwardBody), (.drain, .drain): return true
+            case (.awaitFinalHead(let a), .awaitFinalHead(let b)): return a == b
+            case (.forwardHead(let a, let b), .forwardHead(let c, let d)): return a == c && b == d
+            case (.endResponse(let a, let b), .endResponse(let c, let d)): return a == c && b == d
+            case (.complete(let a), .complete(let b)): return a == b
+            case (.failCaller(let a, let b), .failCaller(let c, let d)): return a.code == c.code && b == d
+            case (.close(let a, _), .close(let b, _)): return a.code == b.code
+            default: return false
+            }
+        }
+    }
+
+    enum Completion: Equatable {
+        /// The exchange goes on (the other side of it is not done yet).
+        case pending
+        case complete(reusable: Bool)
     }
 
     var activeExchangeID: UInt64? {
@@ -54,28 +126,37 @@ struct LinkStateMachine {
         return nil
     }
 
-    // MARK: Starting
-
-    enum StartAction: Equatable {
-        case start
-        case refuse
+    var isHeadRequest: Bool {
+        if case .exchange(let exchange) = self.state { return exchange.isHeadRequest }
+        return false
     }
 
-    mutating func startExchange(id: UInt64, isHeadRequest: Bool, expectsContinue: Bool) -> StartAction {
-        guard case .idle = self.state else { return .refuse }
+    /// Whether the link should read from the device now.
+    var wantsBytes: Bool {
+        switch self.state {
+        case .idle:
+            return true  // to notice stray bytes and the device closing the link
+        case .broken:
+            return false
+        case .exchange(let exchange):
+            if case .body = exchange.response { return exchange.consumerWantsMore }
+            return true
+        }
+    }
+
+    // MARK: Starting
+
+    /// Starts an exchange (the guard then expects a status line). `false`: one is in progress,
+    /// or the link is broken.
+    mutating func startExchange(id: UInt64, isHeadRequest: Bool, expectsContinue: Bool) -> Bool {
+        guard case .idle = self.state else { return false }
         self.state = .exchange(
             Exchange(id: id, isHeadRequest: isHeadRequest, request: expectsContinue ? .waitingForContinue : .writing)
         )
-        return .start
+        return true
     }
 
     // MARK: Request side
-
-    enum CompletionAction: Equatable {
-        case none
-        /// The exchange is over; `reusable` says whether the link may carry the next one.
-        case complete(reusable: Bool)
-    }
 
     /// The continue timeout passed without a `100 Continue`: send the body anyway, as curl does.
     mutating func continueTimedOut(id: UInt64) -> Bool {
@@ -87,44 +168,40 @@ struct LinkStateMachine {
         return true
     }
 
-    mutating func requestEnded(id: UInt64) -> CompletionAction {
+    /// Returns `.complete` or `.none`.
+    mutating func requestEnded(id: UInt64) -> Action {
         guard case .exchange(var exchange) = self.state, exchange.id == id else { return .none }
         exchange.request = .done
-        return self.finishIfDone(exchange)
+        if case .complete(let reusable) = self.finishIfDone(exchange) { return .complete(reusable: reusable) }
+        return .none
     }
 
-    // MARK: Response side
-
-    enum HeadAction: Equatable {
-        /// An informational response that lets a waiting request body go.
-        case releaseRequestBody
-        /// An informational response to ignore.
-        case ignore
-        /// Hand the final head to the caller. `requestBodyAbandoned`: the device answered before
-        /// the body it asked to wait for, so the body must not be sent.
-        case deliver(requestBodyAbandoned: Bool)
-        /// The caller is already gone: read the body and discard it.
-        case drain(requestBodyAbandoned: Bool)
-        /// A head arrived when none was due.
-        case protocolViolation
-    }
+    // MARK: Response parts from the device
 
     /// - Parameters:
     ///   - keepAlive: whether the head allows another exchange (version and `Connection`).
     ///   - selfDelimited: whether the body's end is marked by its framing (length, chunked, or
     ///     no body at all) rather than by the device closing the link.
-    mutating func responseHead(status: Int, keepAlive: Bool, selfDelimited: Bool) -> HeadAction {
+    mutating func responseHead(status: Int, keepAlive: Bool, selfDelimited: Bool) -> Action {
+        if status == 101 {
+            self.state = .broken
+            return .close(
+                HTTPLinkError(.malformedResponse, "the device switched protocols (101) though no upgrade was asked for")
+            )
+        }
         guard case .exchange(var exchange) = self.state, exchange.response == .awaitingHead else {
             self.state = .broken
-            return .protocolViolation
+            return .close(
+                HTTPLinkError(.strayBytes, "the device sent a response while none was due; the link was out of step")
+            )
         }
         if (100..<200).contains(status) {
             if status == 100, exchange.request == .waitingForContinue {
                 exchange.request = .writing
                 self.state = .exchange(exchange)
-                return .releaseRequestBody
+                return .awaitFinalHead(releaseRequestBody: true)
             }
-            return .ignore
+            return .awaitFinalHead(releaseRequestBody: false)
         }
         var bodyAbandoned = false
         if exchange.request == .waitingForContinue {
@@ -137,57 +214,52 @@ struct LinkStateMachine {
         }
         exchange.keepAlive = exchange.keepAlive && keepAlive && selfDelimited
         if exchange.consumerGone {
+            if self.policy.closesAbandonedStreams {
+                self.state = .broken
+                return Self.closeAbandoned
+            }
             exchange.response = .draining(discarded: 0)
             self.state = .exchange(exchange)
-            return .drain(requestBodyAbandoned: bodyAbandoned)
+            return .forwardHead(deliver: false, requestBodyAbandoned: bodyAbandoned)
         }
         exchange.response = .body
         self.state = .exchange(exchange)
-        return .deliver(requestBodyAbandoned: bodyAbandoned)
+        return .forwardHead(deliver: true, requestBodyAbandoned: bodyAbandoned)
     }
 
-    enum BodyAction: Equatable {
-        case deliver
-        case discard
-        /// Draining would pass the bound: tear the link down instead.
-        case drainLimitExceeded
-        case protocolViolation
-    }
-
-    mutating func responseBody(byteCount: Int) -> BodyAction {
-        guard case .exchange(var exchange) = self.state else {
-            self.state = .broken
-            return .protocolViolation
-        }
+    /// Returns `.forwardBody`, `.none` (drained) or `.close`.
+    mutating func responseBody(byteCount: Int) -> Action {
+        guard case .exchange(var exchange) = self.state else { return self.strayBody() }
         switch exchange.response {
         case .body:
-            return .deliver
+            return .forwardBody
         case .draining(let discarded):
             let total = discarded + byteCount
-            if total > self.drainLimit {
+            if total > self.policy.drainLimit {
                 self.state = .broken
-                return .drainLimitExceeded
+                return .close(
+                    HTTPLinkError(.cancelled, "the response was abandoned and was too large to drain"),
+                    note: "abandoned response exceeds the drain limit (\(self.policy.drainLimit) bytes); "
+                        + "tearing the link down"
+                )
             }
             exchange.response = .draining(discarded: total)
             self.state = .exchange(exchange)
-            return .discard
+            return .none
         case .awaitingHead, .done:
-            self.state = .broken
-            return .protocolViolation
+            return self.strayBody()
         }
     }
 
-    struct EndAction: Equatable {
-        /// Tell the consumer the body is complete.
-        var finishBody: Bool
-        var completion: CompletionAction
-        static let protocolViolation = EndAction(finishBody: false, completion: .none)
-    }
-
-    mutating func responseEnded() -> EndAction {
+    /// Returns `.endResponse` or `.close`.
+    mutating func responseEnded() -> Action {
+        let stray = HTTPLinkError(
+            .strayBytes,
+            "the device ended a response while none was due; the link was out of step"
+        )
         guard case .exchange(var exchange) = self.state else {
             self.state = .broken
-            return .protocolViolation
+            return .close(stray)
         }
         let finishBody: Bool
         switch exchange.response {
@@ -195,83 +267,119 @@ struct LinkStateMachine {
         case .draining: finishBody = false
         case .awaitingHead, .done:
             self.state = .broken
-            return .protocolViolation
+            return .close(stray)
         }
         exchange.response = .done
-        return EndAction(finishBody: finishBody, completion: self.finishIfDone(exchange))
+        return .endResponse(finishBody: finishBody, completion: self.finishIfDone(exchange))
     }
 
     // MARK: The caller
 
-    enum ConsumerGoneAction: Equatable {
-        case none
-        /// Start reading to drain the rest of the body.
-        case startDraining
+    /// The consumer took a body part and says whether it wants more now (back-pressure), or
+    /// asked for more later. Returns `.read` or `.none`.
+    mutating func consumerDemand(id: UInt64, wantsMore: Bool) -> Action {
+        guard case .exchange(var exchange) = self.state, exchange.id == id else { return .none }
+        exchange.consumerWantsMore = wantsMore
+        self.state = .exchange(exchange)
+        return wantsMore ? .read : .none
     }
 
-    mutating func consumerGone(id: UInt64) -> ConsumerGoneAction {
+    /// The caller is done with the response (finished, threw, or was cancelled). Returns
+    /// `.none`, `.drain` or `.close`.
+    mutating func consumerGone(id: UInt64) -> Action {
         guard case .exchange(var exchange) = self.state, exchange.id == id else { return .none }
         switch exchange.response {
         case .awaitingHead:
+            // Decided when the head arrives: nothing is known of the response yet.
             exchange.consumerGone = true
             self.state = .exchange(exchange)
             return .none
         case .body:
+            if self.policy.closesAbandonedStreams {
+                self.state = .broken
+                return Self.closeAbandoned
+            }
             exchange.response = .draining(discarded: 0)
             self.state = .exchange(exchange)
-            return .startDraining
+            return .drain
         case .draining, .done:
             return .none
         }
     }
 
-    enum TimeoutAction: Equatable {
-        case none
-        /// Fail the caller but keep reading: the rest of the body is drained (bounded).
-        case failConsumerAndDrain
-        /// Fail the caller and tear the link down.
-        case failAndClose
+    /// The caller's task was cancelled. Returns `.none`, `.failCaller` or `.close`.
+    mutating func cancelled(id: UInt64) -> Action {
+        guard let active = self.activeExchangeID, active == id else { return .none }
+        let error = HTTPLinkError(.cancelled, "the request was cancelled")
+        if self.policy.closesAbandonedStreams {
+            // Not even the head is awaited: the next request goes out on a fresh stream.
+            self.state = .broken
+            return .close(error, note: "cancelled: closing this stream; the next request opens a fresh one")
+        }
+        let drain = self.consumerGone(id: id) == .drain
+        return .failCaller(error, thenDrain: drain)
     }
 
-    /// The whole-exchange deadline passed.
-    mutating func exchangeTimedOut(id: UInt64) -> TimeoutAction {
+    /// The whole-exchange deadline passed. Returns `.none`, `.failCaller` or `.close`.
+    mutating func exchangeTimedOut(id: UInt64) -> Action {
         guard case .exchange(var exchange) = self.state, exchange.id == id else { return .none }
+        let error = HTTPLinkError(.exchangeTimeout, "the exchange took longer than its timeout")
         switch exchange.response {
-        case .body where exchange.request == .done:
-            exchange.response = .draining(discarded: 0)
-            self.state = .exchange(exchange)
-            return .failConsumerAndDrain
         case .done where exchange.request == .done:
             return .none
+        case .body where exchange.request == .done && !self.policy.closesAbandonedStreams:
+            exchange.response = .draining(discarded: 0)
+            self.state = .exchange(exchange)
+            return .failCaller(error, thenDrain: true)
+        case .body where exchange.request == .done:
+            self.state = .broken
+            return .close(error, note: "timed out: closing this stream; the next request opens a fresh one")
         default:
             // No head yet (its end cannot be known), a drain that is itself too slow, or a
-            // request still being written: the link cannot be brought back in step cheaply.
+            // request still being written.
             self.state = .broken
-            return .failAndClose
+            return .close(error)
         }
+    }
+
+    /// The drain timeout of exchange `id` passed. Returns `.none` or `.close`.
+    mutating func drainTimedOut(id: UInt64) -> Action {
+        guard self.activeExchangeID == id else { return .none }
+        self.state = .broken
+        return .close(
+            HTTPLinkError(.cancelled, "the abandoned response could not be drained in time"),
+            note: "draining took too long; tearing the link down"
+        )
     }
 
     // MARK: Failures
 
     /// A framing error, stray bytes, an idle timeout, EOF, a request body that failed: the link
-    /// is no longer trustworthy. Returns whether an exchange was in progress (to be failed).
-    mutating func linkFailed() -> Bool {
-        let hadExchange: Bool
-        if case .exchange(let exchange) = self.state {
-            hadExchange = exchange.response != .done || exchange.request != .done
-        } else {
-            hadExchange = false
-        }
+    /// is no longer trustworthy.
+    mutating func linkFailed() {
         self.state = .broken
-        return hadExchange
     }
 
     // MARK: Private
 
-    private mutating func finishIfDone(_ exchange: Exchange) -> CompletionAction {
+    private static var closeAbandoned: Action {
+        .close(
+            HTTPLinkError(.cancelled, "the response was abandoned; its stream was closed, not drained"),
+            note: "abandoned response: closing this stream; the next request opens a fresh one"
+        )
+    }
+
+    private mutating func strayBody() -> Action {
+        self.state = .broken
+        return .close(
+            HTTPLinkError(.strayBytes, "the device sent body bytes while none were due; the link was out of step")
+        )
+    }
+
+    private mutating func finishIfDone(_ exchange: Exchange) -> Completion {
         guard exchange.request == .done, exchange.response == .done else {
             self.state = .exchange(exchange)
-            return .none
+            return .pending
         }
         if exchange.keepAlive {
             self.state = .idle
