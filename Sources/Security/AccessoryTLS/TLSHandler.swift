@@ -91,17 +91,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch self.state {
         case .idle, .handshaking:
             self.state = .closed
-            self.connection.markEndOfInput()
-            let error: TLSError
-            if case .failed(let failure) = self.connection.handshake() {
-                error = failure
-            } else {
-                error = TLSError(
-                    .closedDuringHandshake,
-                    "the \(self.peerName) closed the link during the TLS handshake"
-                )
-            }
-            self.failEverything(error)
+            self.failEverything(self.handshakeCutShort())
         case .active:
             self.state = .closed
             if !self.connection.receivedCloseNotify {
@@ -124,17 +114,7 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // byte stream's end is handled like the channel closing.
             switch self.state {
             case .idle, .handshaking:
-                self.connection.markEndOfInput()
-                let error: TLSError
-                if case .failed(let failure) = self.connection.handshake() {
-                    error = failure
-                } else {
-                    error = TLSError(
-                        .closedDuringHandshake,
-                        "the \(self.peerName) closed the link during the TLS handshake"
-                    )
-                }
-                self.fail(context: context, error: error)
+                self.fail(context: context, error: self.handshakeCutShort())
             case .active:
                 if !self.connection.receivedCloseNotify { context.fireErrorCaught(self.truncationError()) }
                 self.state = .closed
@@ -397,15 +377,22 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func finishClosing(context: ChannelHandlerContext) {
         self.timer?.cancel()
         self.timer = nil
-        guard case .closed = self.state else {
-            self.state = .closed
-            let promises = self.closePromises
-            self.closePromises.removeAll()
-            let closed = context.eventLoop.makePromise(of: Void.self)
-            for promise in promises { promise.completeWith(closed.futureResult) }
-            context.close(promise: closed)
-            return
-        }
+        // Once only: the peer's close_notify, the end of input and the timer may all ask.
+        if case .closed = self.state { return }
+        self.state = .closed
+        let promises = self.closePromises
+        self.closePromises.removeAll()
+        let closed = context.eventLoop.makePromise(of: Void.self)
+        for promise in promises { promise.completeWith(closed.futureResult) }
+        context.close(promise: closed)
+    }
+
+    /// The input ended before the handshake did: OpenSSL's verdict on what it has (an alert
+    /// the peer sent, say), else that the peer closed the link.
+    private func handshakeCutShort() -> TLSError {
+        self.connection.markEndOfInput()
+        if case .failed(let failure) = self.connection.handshake() { return failure }
+        return TLSError(.closedDuringHandshake, "the \(self.peerName) closed the link during the TLS handshake")
     }
 
     /// Fails the handshake: sends the alert OpenSSL queued, and closes the link.
