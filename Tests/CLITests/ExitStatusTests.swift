@@ -126,6 +126,18 @@ struct ExitStatusTests {
         #expect(result.elapsed < .seconds(5), "\(result)")
     }
 
+    /// A deadline ends the call by then: the CLI does not drain the rest of a trickling body
+    /// before it exits (before: the 1 s deadline plus the 5 s drain timeout).
+    @Test func aTimeoutEndsTheCallWhileTheDeviceTrickles() async throws {
+        // Reads the request head (to its empty line), then answers slowly.
+        let device =
+            "exec:sed -n '/^\\r$/q'; printf 'HTTP/1.1 200 OK\\r\\nContent-Length: 100\\r\\n\\r\\n'; "
+            + "while printf x; do sleep 0.5; done"
+        let result = try await cli(["--device", device, "get", "--timeout", "1", "/x"], timeout: 15)
+        #expect(result.status == 75, "\(result)")
+        #expect(result.elapsed < .milliseconds(2500), "\(result)")
+    }
+
     @Test func aMissingUploadFileIsAFileError() async throws {
         let result = try await cli(["--device", "emulator", "post", "/upload", "-d", "@/nonexistent/file.bin"])
         #expect(result.status == 74, "\(result)")

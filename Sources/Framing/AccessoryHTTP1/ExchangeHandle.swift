@@ -1,5 +1,6 @@
 import HTTPTypes
 import NIOCore
+import Synchronization
 
 typealias ResponseBodyProducer = NIOThrowingAsyncSequenceProducer<
     ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, ResponseBodyDelegate
@@ -42,6 +43,8 @@ struct ExchangeHandle: Sendable {
     let mayWriteBody: EventLoopFuture<Bool>?
     /// Completes when the exchange is over; the value says whether the link may be reused.
     let completion: EventLoopFuture<Bool>
+    /// The same, readable at once from any thread (`nil` while the exchange goes on).
+    let outcome: ExchangeOutcome
     let body: Body
 
     enum Body: Sendable {
@@ -50,6 +53,26 @@ struct ExchangeHandle: Sendable {
         /// The body is gathered until the consumer claims it on the event loop (see
         /// ``HTTPLinkHandler/claimBody(_:id:bodyHandler:)``).
         case pending(NIOLoopBound<PendingResponseBody>)
+    }
+}
+
+/// How an exchange ended, readable from any thread without waiting: recorded on the event loop
+/// no later than `completion` succeeds, so a caller can tell at once whether the link is free.
+final class ExchangeOutcome: Sendable {
+    /// 0: going on; 1: over, the link reusable; 2: over, the link closed.
+    private let value = Atomic<UInt8>(0)
+
+    func record(reusable: Bool) {
+        self.value.store(reusable ? 1 : 2, ordering: .releasing)
+    }
+
+    /// Whether the link may be reused, once the exchange is over; `nil` until then.
+    var reusable: Bool? {
+        switch self.value.load(ordering: .acquiring) {
+        case 1: return true
+        case 2: return false
+        default: return nil
+        }
     }
 }
 
@@ -109,6 +132,7 @@ struct ExchangePorts {
     private var head: EventLoopPromise<HTTPResponse>?
     private var mayWriteBody: EventLoopPromise<Bool>?
     private let completion: EventLoopPromise<Bool>
+    let outcome = ExchangeOutcome()
     var body: ResponseBodySink
     var timers: [Scheduled<Void>] = []
     /// An in-memory body held back until `100 Continue` (or the continue timeout).
@@ -168,6 +192,7 @@ struct ExchangePorts {
             head: head.futureResult,
             mayWriteBody: mayWriteBody?.futureResult,
             completion: completion.futureResult,
+            outcome: ports.outcome,
             body: handleBody
         )
         return (ports, handle)
@@ -208,6 +233,7 @@ struct ExchangePorts {
         self.cancelTimers()
         self.becameWritable()  // nothing waits once the request is complete; never leave a promise
         self.body.finish(HTTPLinkError(.cancelled, "the response was abandoned"))
+        self.outcome.record(reusable: reusable)
         self.completion.succeed(reusable)
     }
 
@@ -221,6 +247,7 @@ struct ExchangePorts {
         self.writabilityWaiters.removeAll()
         for waiter in waiters { waiter.fail(error) }
         self.body.finish(error)
+        self.outcome.record(reusable: false)
         self.completion.succeed(false)
     }
 

@@ -17,8 +17,12 @@ final class FIFOGate: Sendable {
 
     private let state = Mutex(State())
 
-    /// Waits for the gate. Throws `CancellationError` if the task is cancelled while waiting.
-    func enter() async throws {
+    /// The wait passed the deadline given to ``enter(expiringAt:on:)``.
+    struct Expired: Error {}
+
+    /// Waits for the gate. Throws `CancellationError` if the task is cancelled while waiting,
+    /// and ``Expired`` if `deadline` passes first (timed on `eventLoop`).
+    func enter(expiringAt deadline: NIODeadline? = nil, on eventLoop: (any EventLoop)? = nil) async throws {
         let id: UInt64? = self.state.withLock { state in
             if !state.busy {
                 state.busy = true
@@ -35,15 +39,24 @@ final class FIFOGate: Sendable {
                     state.waiters.append(Waiter(id: id, continuation: continuation))
                     return false
                 }
-                if resumeNow { continuation.resume(throwing: CancellationError()) }
+                if resumeNow {
+                    continuation.resume(throwing: CancellationError())
+                } else if let deadline, let eventLoop {
+                    // Not cancelled when the waiter gets through: it then finds nothing to remove.
+                    eventLoop.scheduleTask(deadline: deadline) { self.remove(id, throwing: Expired()) }
+                }
             }
         } onCancel: {
-            let cancelled: Waiter? = self.state.withLock { state in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index)
-            }
-            cancelled?.continuation.resume(throwing: CancellationError())
+            self.remove(id, throwing: CancellationError())
         }
+    }
+
+    private func remove(_ id: UInt64, throwing error: any Error) {
+        let removed: Waiter? = self.state.withLock { state in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index)
+        }
+        removed?.continuation.resume(throwing: error)
     }
 
     /// Lets the next waiter through, or opens the gate.

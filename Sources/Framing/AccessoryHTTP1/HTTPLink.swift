@@ -33,6 +33,9 @@ public final class HTTPLink: Sendable {
         var connection: Connection?
         var opens = 0
         var isShutDown = false
+        /// The last exchange's caller has returned, and the link is still finishing that
+        /// exchange (draining it, or closing).
+        var finishingBehind = false
         /// Streams closed by the link that may still be releasing (a child being reaped…),
         /// so that `shutdown` can wait for them too.
         var releasing: [ObjectIdentifier: OpenedByteStream] = [:]
@@ -54,7 +57,9 @@ public final class HTTPLink: Sendable {
 
     /// Runs one exchange: sends `request` with `body`, waits for the response head, and hands
     /// the response to `handle`, which may stream the body. When `handle` returns or throws, the
-    /// rest of the body is drained (bounded) before the next exchange may use the link.
+    /// call returns at once; the rest of the body is then drained (bounded) or, on a transport
+    /// that opens independent streams, its stream closed, before the next exchange may use the
+    /// link.
     ///
     /// `handle` runs where the caller runs. A caller that runs with ``taskExecutor`` as its task
     /// executor preference (`withTaskExecutorPreference(link.taskExecutor) { … }`) keeps the
@@ -62,7 +67,8 @@ public final class HTTPLink: Sendable {
     /// the request and reading the response: the lowest latency for many small requests. Such
     /// a caller must not block while it has that preference.
     ///
-    /// - Parameter deadline: the whole exchange (waiting in line excluded) must end by then.
+    /// - Parameter deadline: the call ends by then, waiting in line included: the exchange
+    ///   fails with `exchangeTimeout`, and what is left of it is cleared up behind the caller.
     public func execute<Result: Sendable>(
         _ request: HTTPRequest,
         body: HTTPRequestBody = .none,
@@ -101,12 +107,12 @@ public final class HTTPLink: Sendable {
     ) async throws -> Result {
         try RequestValidation.validate(request)
         let head = try self.makeHead(request, body: body)
-        do {
-            try await self.gate.enter()
-        } catch {
-            throw HTTPLinkError(.cancelled, "the request was cancelled while waiting for the link", underlying: error)
-        }
-        defer { self.gate.leave() }
+        let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
+        try await self.waitInLine(until: nioDeadline)
+        // The gate is left when the exchange is over: at once if it is when the caller is done
+        // with it, else behind the caller (see `release`), never on the caller's time.
+        var releasedBehind = false
+        defer { if !releasedBehind { self.gate.leave() } }
         try Task.checkCancellation()
 
         let id = self.nextExchangeID.add(1, ordering: .relaxed).newValue
@@ -126,7 +132,7 @@ public final class HTTPLink: Sendable {
                 id: id,
                 head: head,
                 body: start,
-                deadline: deadline,
+                deadline: nioDeadline,
                 ifUsable: true
             )
         {
@@ -139,7 +145,7 @@ public final class HTTPLink: Sendable {
                     id: id,
                     head: head,
                     body: start,
-                    deadline: deadline,
+                    deadline: nioDeadline,
                     ifUsable: false
                 )
             else {
@@ -155,15 +161,54 @@ public final class HTTPLink: Sendable {
             } onCancel: {
                 self.eventLoop.execute { handler.value.cancel(id: id) }
             }
-            if try await !exchange.completion.get() { self.forget(connection) }
+            releasedBehind = self.release(exchange, connection)
             return result
         } catch {
-            // Wait until the exchange is over (drained, or the link torn down) before the next
-            // request may use the link; `completion` never fails.
-            let reusable = (try? await exchange.completion.get()) ?? false
-            if !reusable { self.forget(connection) }
+            releasedBehind = self.release(exchange, connection)
             throw try await self.enrich(error, connection)
         }
+    }
+
+    /// Waits for the link's turn, within the caller's deadline.
+    private func waitInLine(until deadline: NIODeadline?) async throws {
+        let behind = self.state.withLock { $0.finishingBehind }
+        let started = ContinuousClock.now
+        do {
+            try await self.gate.enter(expiringAt: deadline, on: self.eventLoop)
+        } catch is FIFOGate.Expired {
+            throw HTTPLinkError(
+                .exchangeTimeout,
+                behind
+                    ? "the request timed out while the link was still discarding the previous response "
+                        + "(its caller had given up on it; see LinkConfiguration.drainTimeout)"
+                    : "the request timed out waiting for the link (another request was using it)"
+            )
+        } catch {
+            throw HTTPLinkError(.cancelled, "the request was cancelled while waiting for the link", underlying: error)
+        }
+        if behind, let tracer = self.configuration.tracer {
+            tracer.emit(.note("waited \(started.duration(to: .now)) for the previous response to be discarded"))
+        }
+    }
+
+    /// The caller is done with `exchange`. If the exchange is over, the link is free for the
+    /// next one now (returns `false`: the caller leaves the gate). Otherwise what is left of it
+    /// — draining an abandoned response, or tearing the link down — goes on behind the caller,
+    /// which returns at once; the gate is left when it is over (returns `true`). The next
+    /// request waits for that, within its own deadline.
+    private func release(_ exchange: ExchangeHandle, _ connection: Connection) -> Bool {
+        if let reusable = exchange.outcome.reusable {
+            if !reusable { self.forget(connection) }
+            return false
+        }
+        self.state.withLock { $0.finishingBehind = true }
+        exchange.completion.whenComplete { result in
+            // `completion` never fails.
+            if (try? result.get()) != true { self.forget(connection) }
+            self.state.withLock { $0.finishingBehind = false }
+            self.gate.leave()
+        }
+        return true
     }
 
     /// Closes the link and waits until the transport has released what it held (a child
@@ -274,11 +319,10 @@ public final class HTTPLink: Sendable {
         id: UInt64,
         head: HTTPRequestHead,
         body start: RequestBodyStart,
-        deadline: ContinuousClock.Instant?,
+        deadline nioDeadline: NIODeadline?,
         ifUsable: Bool
     ) async throws -> ExchangeHandle? {
         let handler = connection.handler
-        let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
         let exchange: ExchangeHandle?
         // A caller already on the event loop (it prefers the link's executor) starts the exchange
         // without a hop, and will claim the body there too, so the body is gathered until then.

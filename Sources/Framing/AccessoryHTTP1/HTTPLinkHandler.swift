@@ -282,6 +282,8 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             self.configuration.tracer?.emit(.responseBody(body))
             if !ports.body.deliver(body) { _ = self.machine.consumerDemand(id: ports.id, wantsMore: false) }
         case .endResponse(let finishBody, let completion):
+            // The outcome first: a consumer that sees the body end may ask for the link at once.
+            if case .complete(let reusable) = completion { self.ports?.outcome.record(reusable: reusable) }
             if finishBody { self.ports?.body.finish(nil) }
             if case .complete(let reusable) = completion { self.complete(reusable: reusable) }
         case .complete(let reusable):

@@ -1,0 +1,105 @@
+import HTTPTypes
+import NIOCore
+import Testing
+
+@testable import AccessoryHTTP1
+
+/// A deadline ends the call by then, whatever the device does: what is left of the exchange
+/// (a drain, a reset) happens behind the caller, and the next request waits for it within its
+/// own deadline. Over a one-wire scripted device, where an abandoned response must be drained.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct DeadlineTests {
+    /// A head announcing 100 bytes, then one byte every 300 ms (30 s in all).
+    static let trickle: [DeviceStep] =
+        [.readRequest, .write(Reply.head(contentLength: 100))]
+        + Array(repeating: [DeviceStep.write("x"), .sleep(milliseconds: 300)], count: 100).flatMap { $0 }
+    static let ok: [DeviceStep] = [.readRequest, .respond { Reply.ok("ok " + $0.path) }]
+
+    func slow(_ link: HTTPLink, deadline: Duration) async -> (HTTPLinkError?, Duration) {
+        let clock = ContinuousClock()
+        var failure: HTTPLinkError?
+        let elapsed = await clock.measure {
+            do {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                    deadline: .now + deadline
+                ) { try await $0.body.collect(upTo: 1000) }
+                Issue.record("expected the exchange to time out")
+            } catch {
+                failure = error as? HTTPLinkError
+            }
+        }
+        return (failure, elapsed)
+    }
+
+    @Test func theDeadlineEndsTheCallWhileTheDeviceTrickles() async throws {
+        let device = ScriptedDevice([Self.trickle, Self.ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let (failure, elapsed) = await slow(link, deadline: .seconds(1))
+        #expect(failure?.code == .exchangeTimeout)
+        // The drain of the rest (bounded by drainTimeout, 3 s here) no longer runs on the
+        // caller's time: before, this call took 1 s + 3 s.
+        #expect(elapsed < .milliseconds(1400), "the call ended \(elapsed) after it began, for a 1 s deadline")
+        // The next request waits for the drain to give up and the link to reopen, within its
+        // own deadline.
+        let clock = ContinuousClock()
+        let start = clock.now
+        let next = try await link.execute(
+            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/next"),
+            deadline: .now + .seconds(6)
+        ) { try await $0.body.collect(upTo: 100) }
+        #expect(String(buffer: next) == "ok /next")
+        #expect(start.duration(to: clock.now) < .seconds(6))
+        #expect(device.connectionCount == 2)
+        await link.shutdown()
+    }
+
+    @Test func aRequestThatTimesOutBehindADrainSaysSo() async throws {
+        let device = ScriptedDevice([Self.trickle, Self.ok])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let (first, _) = await slow(link, deadline: .milliseconds(300))
+        #expect(first?.code == .exchangeTimeout)
+        let clock = ContinuousClock()
+        var waited: HTTPLinkError?
+        let elapsed = await clock.measure {
+            do {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/behind"),
+                    deadline: .now + .milliseconds(500)
+                ) { try await $0.body.collect(upTo: 100) }
+            } catch {
+                waited = error as? HTTPLinkError
+            }
+        }
+        #expect(waited?.code == .exchangeTimeout)
+        #expect(waited?.message.contains("still discarding the previous response") == true, "\(waited?.message ?? "")")
+        #expect(elapsed < .milliseconds(900))
+        #expect(try await link.fetch("/after").body == "ok /after")
+        await link.shutdown()
+    }
+
+    /// 16 tries: a response whose rest comes 300 ms after a 100 ms deadline. Each call ends at
+    /// its deadline, the rest is drained behind it, and the next request is answered on the
+    /// same connection (the link stayed in step).
+    @Test func sixteenDeadlinesInARowKeepTheLinkInStep() async throws {
+        let round: [DeviceStep] = [
+            .readRequest, .write(Reply.head(contentLength: 20) + Array("0123456789".utf8)),
+            .sleep(milliseconds: 300), .write("abcdefghij"),
+            .readRequest, .respond { Reply.ok("ok " + $0.path) },
+        ]
+        let device = ScriptedDevice([Array(repeating: round, count: 16).flatMap { $0 }])
+        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
+        let clock = ContinuousClock()
+        for index in 0..<16 {
+            let (failure, elapsed) = await slow(link, deadline: .milliseconds(100))
+            #expect(failure?.code == .exchangeTimeout)
+            #expect(elapsed < .milliseconds(500), "try \(index): \(elapsed)")
+            let start = clock.now
+            #expect(try await link.fetch("/next\(index)").body == "ok /next\(index)")
+            #expect(start.duration(to: clock.now) < .seconds(2), "try \(index)")
+        }
+        #expect(device.connectionCount == 1)
+        #expect(device.problems.isEmpty, "\(device.problems)")
+        await link.shutdown()
+    }
+}
