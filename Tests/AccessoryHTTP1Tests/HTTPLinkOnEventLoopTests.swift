@@ -2,6 +2,7 @@ import AccessoryHTTP1
 import AccessoryTransport
 import HTTPTypes
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -90,7 +91,11 @@ struct HTTPLinkOnEventLoopTests {
                 .sleep(milliseconds: 3500), .writeRepeated(0x61, count: rest),
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
+        // An event loop of its own: blocking one of the shared loops would stop the timers of
+        // every other test's links on it for 3 s.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { group.shutdownGracefully { _ in } }
+        let link = HTTPLink(transport: device.transport, configuration: configuration, eventLoop: group.next())
         let total = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> Int in
             try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow-reader")) {
                 response in

@@ -6,11 +6,11 @@ import Testing
 @Suite("Title-Case header names (the USB title-case-headers quirk)")
 struct TitleCaseHeaderTests {
     @Test func namesAreTitleCased() {
-        #expect(HTTPLink.titleCased("content-type") == "Content-Type")
-        #expect(HTTPLink.titleCased("X-API-KEY") == "X-Api-Key")
-        #expect(HTTPLink.titleCased("host") == "Host")
-        #expect(HTTPLink.titleCased("a--b") == "A--B")
-        #expect(HTTPLink.titleCased("") == "")
+        #expect(RequestHead.titleCased("content-type") == "Content-Type")
+        #expect(RequestHead.titleCased("X-API-KEY") == "X-Api-Key")
+        #expect(RequestHead.titleCased("host") == "Host")
+        #expect(RequestHead.titleCased("a--b") == "A--B")
+        #expect(RequestHead.titleCased("") == "")
     }
 
     @Test func theRequestHeadCarriesTitleCaseNamesOnlyWhenAsked() async throws {
@@ -25,7 +25,7 @@ struct TitleCaseHeaderTests {
             #expect(await device.waitUntilFinished())
             let names = device.allRequests.first?.headers.map(\.name) ?? []
             #expect(names.contains(titleCase ? "X-Api-Key" : "x-api-key"))
-            if titleCase { #expect(names.allSatisfy { $0 == HTTPLink.titleCased($0) }) }
+            if titleCase { #expect(names.allSatisfy { $0 == RequestHead.titleCased($0) }) }
         }
     }
 }

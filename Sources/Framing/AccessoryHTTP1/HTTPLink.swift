@@ -106,7 +106,7 @@ public final class HTTPLink: Sendable {
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
         try RequestValidation.validate(request)
-        let head = try self.makeHead(request, body: body)
+        let head = try RequestHead.make(request, body: body, configuration: self.configuration)
         let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
         try await self.waitInLine(until: nioDeadline)
         // The gate is left when the exchange is over: at once if it is when the caller is done
@@ -353,7 +353,12 @@ public final class HTTPLink: Sendable {
         _ = try self.existingConnection()
         let isReopen = self.state.withLock { $0.opens > 0 }
         let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
-        let connection = try await self.open(discardingInput: mustSettle)
+        let opened = try await LinkOpener(
+            transport: self.transport,
+            configuration: self.configuration,
+            eventLoop: self.eventLoop
+        ).open(discardingInput: mustSettle)
+        let connection = Connection(stream: opened.stream, handler: opened.handler)
         if mustSettle {
             let handler = connection.handler
             try await self.eventLoop.flatSubmit { handler.value.settle() }.get()
@@ -364,107 +369,6 @@ public final class HTTPLink: Sendable {
         }
         self.configuration.tracer?.emit(.note(isReopen ? "reopened \(self.transport)" : "opened \(self.transport)"))
         return connection
-    }
-
-    /// - Parameter discardingInput: start the guard in discard mode, so that stale bytes that
-    ///   arrive before ``HTTPLinkHandler/settle()`` takes over are dropped, not reported as stray.
-    private func open(discardingInput: Bool) async throws -> Connection {
-        let configuration = self.configuration
-        let eventLoop = self.eventLoop
-        let transport = self.transport
-        let closesAbandonedStreams = transport.opensIndependentStreams
-        let timeout = configuration.openTimeout
-        let opened: (stream: OpenedByteStream, output: NIOLoopBound<HTTPLinkHandler>)
-        do {
-            let configure: @Sendable (any Channel) -> EventLoopFuture<NIOLoopBound<HTTPLinkHandler>> = { channel in
-                do {
-                    try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
-                    try channel.syncOptions?.setOption(
-                        ChannelOptions.recvAllocator,
-                        value: AdaptiveRecvByteBufferAllocator(
-                            minimum: 1024,
-                            initial: 16 * 1024,
-                            maximum: HTTPLinkHandler.maximumReadSize
-                        )
-                    )
-                    let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
-                    // The channel reads as soon as it is active, before `settle()` runs.
-                    if discardingInput { guardHandler.mode = .discard }
-                    let linkHandler = HTTPLinkHandler(
-                        configuration: configuration,
-                        guardHandler: guardHandler,
-                        eventLoop: eventLoop,
-                        closesAbandonedStreams: closesAbandonedStreams
-                    )
-                    var limits = NIOHTTPDecoderLimitConfiguration()
-                    limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
-                    limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
-                    limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
-                    try channel.pipeline.syncOperations.addHandlers([
-                        guardHandler,
-                        HTTPRequestEncoder(),
-                        ByteToMessageHandler(
-                            HTTPResponseDecoder(
-                                leftOverBytesStrategy: .dropBytes,
-                                informationalResponseStrategy: .forward,
-                                limitConfiguration: limits
-                            )
-                        ),
-                        linkHandler,
-                    ])
-                    return channel.eventLoop.makeSucceededFuture(NIOLoopBound(linkHandler, eventLoop: eventLoop))
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
-                }
-            }
-            opened = try await Self.open(transport, on: eventLoop, timeout: timeout, configure: configure)
-        } catch let error as HTTPLinkError {
-            throw error
-        } catch let error as TransportError {
-            throw HTTPLinkError(.transportFailed, error.message, underlying: error)
-        } catch {
-            throw HTTPLinkError(.transportFailed, "could not open \(transport): \(error)", underlying: error)
-        }
-        return Connection(stream: opened.stream, handler: opened.output)
-    }
-
-    /// Opens `transport`, giving up after `timeout` or when the caller is cancelled — even if the
-    /// transport's `open` ignores cancellation (a blocking `open(2)` on a stuck tty, say): the
-    /// race is unstructured, and a stream that opens after the caller gave up is closed.
-    private static func open<Output: Sendable>(
-        _ transport: any ByteStreamTransport,
-        on eventLoop: any EventLoop,
-        timeout: Duration,
-        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
-    ) async throws -> (stream: OpenedByteStream, output: Output) {
-        let outcome = OpenOutcome<(stream: OpenedByteStream, output: Output)>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<(stream: OpenedByteStream, output: Output), any Error>) in
-                outcome.install(continuation)
-                let opening = Task {
-                    do {
-                        let opened = try await transport.open(on: eventLoop, building: configure)
-                        if !outcome.resume(with: .success(opened)) { opened.stream.channel.close(promise: nil) }
-                    } catch {
-                        outcome.resume(with: .failure(error))
-                    }
-                }
-                let timer = Task {
-                    try await Task.sleep(for: timeout)
-                    if outcome.resume(
-                        with: .failure(HTTPLinkError(.openTimeout, "opening \(transport) took longer than \(timeout)"))
-                    ) {
-                        opening.cancel()
-                    }
-                }
-                outcome.onFinish { timer.cancel() }
-            }
-        } onCancel: {
-            outcome.resume(
-                with: .failure(HTTPLinkError(.cancelled, "the request was cancelled while the link was opening"))
-            )
-        }
     }
 
     private func forget(_ connection: Connection) {
@@ -496,90 +400,5 @@ public final class HTTPLink: Sendable {
         default:
             return linkError
         }
-    }
-
-    // MARK: Request head
-
-    private func makeHead(_ request: HTTPRequest, body: HTTPRequestBody) throws(HTTPLinkError) -> HTTPRequestHead {
-        var request = request
-        if request.authority == nil { request.authority = self.configuration.host }
-        request.headerFields[.transferEncoding] = nil
-        if let length = body.knownLength {
-            request.headerFields[.contentLength] = String(length)
-        } else if !body.isNone {
-            request.headerFields[.contentLength] = nil
-            request.headerFields[.transferEncoding] = "chunked"
-        } else if request.method == .post || request.method == .put || request.method == .patch {
-            request.headerFields[.contentLength] = "0"
-        } else {
-            request.headerFields[.contentLength] = nil
-        }
-        var head: HTTPRequestHead
-        do {
-            head = try HTTPRequestHead(request)
-        } catch {
-            throw HTTPLinkError(
-                .invalidRequest,
-                "the request cannot be written as HTTP/1.1: \(error)",
-                underlying: error
-            )
-        }
-        if self.configuration.titleCaseHeaderNames {
-            head.headers = HTTPHeaders(head.headers.map { (Self.titleCased($0.name), $0.value) })
-        }
-        return head
-    }
-
-    /// `content-type` → `Content-Type`: each `-`-separated word capitalised, the rest lowercase.
-    static func titleCased(_ name: String) -> String {
-        name.split(separator: "-", omittingEmptySubsequences: false)
-            .map { word in word.prefix(1).uppercased() + word.dropFirst().lowercased() }
-            .joined(separator: "-")
-    }
-}
-
-/// The first of "opened", "failed", "timed out" and "cancelled" wins; the others are ignored.
-private final class OpenOutcome<Value: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<Value, any Error>?
-        var early: Result<Value, any Error>?
-        var done = false
-        var onFinish: (@Sendable () -> Void)?
-    }
-
-    private let state = Mutex(State())
-
-    func install(_ continuation: CheckedContinuation<Value, any Error>) {
-        let early: Result<Value, any Error>? = self.state.withLock { state in
-            if let early = state.early { return early }
-            state.continuation = continuation
-            return nil
-        }
-        if let early { continuation.resume(with: early) }
-    }
-
-    func onFinish(_ body: @escaping @Sendable () -> Void) {
-        let runNow: Bool = self.state.withLock { state in
-            if state.done && state.continuation == nil { return true }
-            state.onFinish = body
-            return false
-        }
-        if runNow { body() }
-    }
-
-    /// Returns whether this result won.
-    @discardableResult
-    func resume(with result: Result<Value, any Error>) -> Bool {
-        let (won, continuation, finish): (Bool, CheckedContinuation<Value, any Error>?, (@Sendable () -> Void)?) =
-            self.state.withLock { state in
-                guard !state.done else { return (false, nil, nil) }
-                state.done = true
-                if state.continuation == nil { state.early = result }
-                defer { state.continuation = nil }
-                return (true, state.continuation, state.onFinish)
-            }
-        continuation?.resume(with: result)
-        finish?()
-        return won
     }
 }
