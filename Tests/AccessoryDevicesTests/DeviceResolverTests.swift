@@ -85,7 +85,7 @@ struct DeviceResolverTests {
         let slave = String(decoding: path.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let responder = EmulatedAccessory().makeResponder()
         let server = Task {
-            try await responder.serve(descriptor: master, on: MultiThreadedEventLoopGroup.singleton.next())
+            try await responder.serve(descriptor: master)
         }
         defer { server.cancel() }
         let (status, body) = try await self.status("serial:" + slave)

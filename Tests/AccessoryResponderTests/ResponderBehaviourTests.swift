@@ -63,7 +63,7 @@ struct ResponderBehaviourTests {
         }
         let (serverEnd, clientEnd) = try SocketPairTransport.makeSocketPair()
         let server = Task {
-            try await responder.serve(descriptor: serverEnd, on: MultiThreadedEventLoopGroup.singleton.next())
+            try await responder.serve(descriptor: serverEnd)  // the default loop
         }
         // The peer: blocking writes on a thread of its own, so a full socket simply blocks it.
         let reply: String = await withCheckedContinuation { continuation in

@@ -97,12 +97,12 @@ struct NginxInteropTests {
         #expect(missingBody.text.contains("404 Not Found"))
 
         // 304 for a matching If-None-Match: no body even though nothing says its length.
-        let (notModifiedHead, notModifiedBody) = try await client.get("/small.txt", [.ifNoneMatch: etag])
+        let (notModifiedHead, notModifiedBody) = try await client.get("/small.txt", headers: [.ifNoneMatch: etag])
         #expect(notModifiedHead.status == .notModified)
         #expect(notModifiedHead.headerFields[.eTag] == etag)
         #expect(notModifiedBody.readableBytes == 0)
         // …and a non-matching one still gets the file.
-        let (changedHead, changedBody) = try await client.get("/small.txt", [.ifNoneMatch: "\"other\""])
+        let (changedHead, changedBody) = try await client.get("/small.txt", headers: [.ifNoneMatch: "\"other\""])
         #expect(changedHead.status == .ok)
         #expect(changedBody.text == NginxFixture.smallText)
 

@@ -100,6 +100,18 @@ public final class AccessoryClient: Sendable {
         }
     }
 
+    /// Sends `GET target` and collects the whole response body: the shortest way to ask an
+    /// accessory something (`try await client.get("/status")`).
+    ///
+    /// - Parameter target: a path with an optional query, or an `accessory://` or `http://`
+    ///   URL (see ``AccessoryRequest/init(method:url:)``).
+    public func get(
+        _ target: String,
+        maxBodySize: Int = 64 * 1024 * 1024
+    ) async throws(AccessoryClientError) -> (HTTPResponse, ByteBuffer) {
+        try await self.data(AccessoryRequest(url: target), maxBodySize: maxBodySize)
+    }
+
     private enum Step<Final: Sendable>: Sendable {
         case final(Final)
         case follow(HTTPRequest, dropBody: Bool)
@@ -183,7 +195,7 @@ public final class AccessoryClient: Sendable {
             path: request.path,
             headerFields: fields
         )
-        try RequestValidation.validate(http)
+        // The rest of the request is checked once, by the link, before anything is written.
         return http
     }
 }

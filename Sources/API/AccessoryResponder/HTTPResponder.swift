@@ -34,11 +34,15 @@ public struct HTTPResponder: Sendable {
     /// - Parameters:
     ///   - descriptor: a socket, pipe or tty that carries both directions (a socketpair end, for
     ///     instance). The responder takes ownership and closes it when done, also when it throws.
-    ///   - eventLoop: the NIO (`NIOPosix`) event loop that drives the link.
+    ///   - eventLoop: the NIO (`NIOPosix`) event loop that drives the link (by default one of
+    ///     NIO's shared singleton loops).
     /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the descriptor
     ///   cannot be served (a regular file, say). Once serving, it returns normally however the
     ///   link ends.
-    public func serve(descriptor: CInt, on eventLoop: any EventLoop) async throws {
+    public func serve(
+        descriptor: CInt,
+        on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    ) async throws {
         // NIO refuses regular files but then leaves the descriptor with us; check first so that
         // every failure after this point is one where NIO owns (and closes) the descriptor.
         var info = stat()
@@ -73,7 +77,11 @@ public struct HTTPResponder: Sendable {
     ///
     /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the transport cannot
     ///   be opened; the transport's own error is part of the message.
-    public func serve(transport: any ByteStreamTransport, on eventLoop: any EventLoop) async throws {
+    /// - Parameter eventLoop: drives the link; by default one of NIO's shared singleton loops.
+    public func serve(
+        transport: any ByteStreamTransport,
+        on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    ) async throws {
         let configuration = self.configuration
         let channel: ResponderLink
         do {
@@ -102,7 +110,7 @@ public struct HTTPResponder: Sendable {
     /// are added: a TLS layer, for instance (`TLSServerContext.channelInitializer`).
     public func serveUnixSocket(
         path: String,
-        group: any EventLoopGroup,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         channelInitializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)? = nil
     ) async throws {
         try await self.serveUnixSocket(path: path, group: group, whenBound: nil, channelInitializer: channelInitializer)
@@ -121,7 +129,7 @@ public struct HTTPResponder: Sendable {
     ///   bound, or what `whenBound` throws.
     public func serveUnixSocket(
         path: String,
-        group: any EventLoopGroup,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         whenBound: (@Sendable (String) throws -> Void)?,
         channelInitializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)? = nil
     ) async throws {

@@ -11,9 +11,35 @@ struct RequestRunner {
 
     func run(method: HTTPRequest.Method, path: String, progressBar: Bool = false) async throws(CLIError) {
         let (client, config, renderer) = try self.makeClient()
-        defer { Task { await client.shutdown() } }
         // The last message's "bytes not shown" note would otherwise wait for a next message.
         defer { renderer?.flushHidden() }
+        let outcome: Result<HTTPResponse.Status, CLIError>
+        do {
+            outcome = .success(
+                try await self.send(client, config, method: method, path: path, progressBar: progressBar)
+            )
+        } catch {
+            outcome = .failure(error)
+        }
+        // Once, whatever happened: closes the link and waits until the transport has let go of
+        // the device (an exec: child reaped, a serial line's settings restored).
+        await client.shutdown()
+        let status = try outcome.get()
+        if self.options.fail && status.code >= 400 {
+            throw CLIError(
+                .httpError,
+                "the device answered \(status.code) \(UntrustedText.printable(status.reasonPhrase))"
+            )
+        }
+    }
+
+    private func send(
+        _ client: AccessoryClient,
+        _ config: ConfigFile?,
+        method: HTTPRequest.Method,
+        path: String,
+        progressBar: Bool
+    ) async throws(CLIError) -> HTTPResponse.Status {
         var request: AccessoryRequest
         do {
             request = try AccessoryRequest(method: method, url: path)
@@ -24,10 +50,8 @@ struct RequestRunner {
         request.body = try self.options.body()
         if let credentials = self.options.credentials() { request.credentials = credentials }
         if let seconds = self.options.timeout ?? config?.timeout { request.timeout = .seconds(seconds) }
-
-        let status: HTTPResponse.Status
         do {
-            status = try await withTaskCancellationHandler {
+            return try await withTaskCancellationHandler {
                 // One link, one request, nothing else to serve: the whole exchange, writing the
                 // body out included, runs on the link's event loop thread, with no thread hop
                 // per body part (curl's single-threaded loop, in effect). Output that blocks (a
@@ -40,22 +64,14 @@ struct RequestRunner {
                     }
                 }
             } onCancel: {
-                // A cancelled exchange waits for the device to finish answering (so a link can be
-                // reused); this run will not reuse it, so close it and stop at once.
+                // This run will not reuse the link: close it now, so the call ends at once
+                // instead of waiting for the device (the run's own shutdown follows).
                 Task { await client.shutdown() }
             }
         } catch {
-            await client.shutdown()
             if let error = error as? CLIError { throw error }
             let clientError = AccessoryClientError.wrapping(error)
             throw CLIError(ExitStatus(for: clientError), clientError.message)
-        }
-        await client.shutdown()
-        if self.options.fail && status.code >= 400 {
-            throw CLIError(
-                .httpError,
-                "the device answered \(status.code) \(UntrustedText.printable(status.reasonPhrase))"
-            )
         }
     }
 

@@ -26,6 +26,20 @@ struct ClientEndToEndTests {
         #expect(json["uptimeSeconds"] != nil)
     }
 
+    @Test("get(_:) is the short form of data(GET …)")
+    func getShortForm() async throws {
+        let client = makeEmulatorClient()
+        defer { Task { await client.shutdown() } }
+        let (head, body) = try await client.get("/status")
+        #expect(head.status == .ok)
+        #expect(try jsonObject(body)["model"] as? String == "AH-EMU-1")
+        let (viaURL, bytes) = try await client.get("accessory://emulator/bytes/10")
+        #expect(viaURL.status == .ok)
+        #expect(bytes.readableBytes == 10)
+        await #expect(throws: AccessoryClientError.self) { _ = try await client.get("status") }
+        await #expect(throws: AccessoryClientError.self) { _ = try await client.get("/bytes/100", maxBodySize: 10) }
+    }
+
     @Test("one link carries many requests")
     func keepAlive() async throws {
         let client = makeEmulatorClient()

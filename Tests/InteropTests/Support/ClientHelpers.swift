@@ -42,7 +42,8 @@ extension AccessoryClient {
         }
     }
 
-    func get(_ path: String, _ fields: HTTPFields = [:]) async throws -> (HTTPResponse, ByteBuffer) {
+    /// `get(_:)` with request header fields.
+    func get(_ path: String, headers fields: HTTPFields) async throws -> (HTTPResponse, ByteBuffer) {
         try await self.data(AccessoryRequest(method: .get, path: path, headerFields: fields))
     }
 }
