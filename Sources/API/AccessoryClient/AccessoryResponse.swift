@@ -32,3 +32,20 @@ public struct TransferProgress: Sendable, Hashable {
         return Double(self.bytesTransferred) / Double(totalBytes)
     }
 }
+
+// The body types, by the name of what they belong to: one place to look for each side.
+
+extension AccessoryRequest {
+    /// A request body: none, bytes, or a stream (``HTTPRequestBody``).
+    public typealias Body = HTTPRequestBody
+}
+
+extension AccessoryResponse {
+    /// A response body, read with back-pressure (``HTTPResponseBody``).
+    public typealias Body = HTTPResponseBody
+}
+
+extension HTTPRequestBody {
+    /// What a streamed request body's producer writes to (``RequestBodyWriter``).
+    public typealias Writer = RequestBodyWriter
+}

@@ -36,3 +36,15 @@ public struct ResponderResponse: Sendable {
         self.body = body
     }
 }
+
+// The body types, by the name of what they belong to: one place to look for each side.
+
+extension ResponderRequest {
+    /// The body of a request the responder received (``RequestBody``).
+    public typealias Body = RequestBody
+}
+
+extension ResponderResponse.Body {
+    /// What a streamed response body's producer writes to (``ResponseBodyWriter``).
+    public typealias Writer = ResponseBodyWriter
+}

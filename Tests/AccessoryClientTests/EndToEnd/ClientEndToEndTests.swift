@@ -40,6 +40,21 @@ struct ClientEndToEndTests {
         await #expect(throws: AccessoryClientError.self) { _ = try await client.get("/bytes/100", maxBodySize: 10) }
     }
 
+    @Test("the body types answer to the names of what they belong to")
+    func nestedBodyNames() async throws {
+        let client = makeEmulatorClient()
+        defer { Task { await client.shutdown() } }
+        let body: AccessoryRequest.Body = .stream(length: 5) { (writer: HTTPRequestBody.Writer) in
+            try await writer.write(ByteBuffer(string: "hello"))
+        }
+        let echoed = try await client.execute(AccessoryRequest(method: .post, path: "/echo", body: body)) {
+            (response: AccessoryResponse) in
+            let responseBody: AccessoryResponse.Body = response.body
+            return try await responseBody.collect(upTo: 4096)
+        }
+        #expect(try jsonObject(echoed)["body"] as? String == "hello")
+    }
+
     @Test("one link carries many requests")
     func keepAlive() async throws {
         let client = makeEmulatorClient()
