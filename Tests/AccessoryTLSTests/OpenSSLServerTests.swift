@@ -26,186 +26,158 @@ struct OpenSSLServerTests {
     /// The TLSError under an AccessoryClientError.
     func tlsError(_ error: any Error) -> TLSError? { TLSErrors.find(in: error) }
 
-    @Test func validChainSucceeds() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        let (status, body) = try await self.get(
-            server,
-            .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
-        )
-        #expect(status == 200)
-        #expect(body.contains("s_server"), "\(body.prefix(200))")
-    }
-
-    @Test func selfSignedAndPinnedSucceeds() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "self.pem", "-key", "self.key"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        // The pin as openssl computes it: base64 of SHA-256 over the DER SubjectPublicKeyInfo.
-        let spki = try String(contentsOfFile: self.certificates.path("self.spki"), encoding: .utf8).trimmingCharacters(
-            in: .whitespacesAndNewlines
-        )
-        let pin = try TLSPin(parsing: "sha256:" + spki)
-        let (status, _) = try await self.get(server, .client(trust: self.trust(pins: [pin])))
-        #expect(status == 200)
-    }
-
-    @Test func selfSignedNotTrustedFails() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "self.pem", "-key", "self.key"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        await #expect {
-            _ = try await self.get(
-                server,
-                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
-            )
-        } throws: { error in
-            let tls = self.tlsError(error)
-            return tls?.code == .untrustedCertificate && tls?.message.contains("self-signed") == true
-                && tls?.message.contains("--pin sha256:") == true
+    /// One peer set-up and what the client must make of it.
+    struct Case: Sendable, CustomTestStringConvertible {
+        enum Expected: Sendable {
+            /// 200, and the page (s_server's status page) holds this text.
+            case succeeds(pageContains: String? = nil)
+            /// Fails with this TLS error code (`nil`: any error), its message holding `words`.
+            case fails(TLSError.Code?, words: [String] = [])
         }
-    }
 
-    @Test func wrongNameFails() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        await #expect {
-            _ = try await self.get(server, .client(serverName: "toaster.local", trust: self.trust(anchors: ["ca.pem"])))
-        } throws: { error in
-            let tls = self.tlsError(error)
-            return tls?.code == .nameMismatch && tls?.message.contains("DNS:accessory.local") == true
-                && tls?.message.contains("toaster.local") == true
+        let name: String
+        let server: [String]
+        let client: @Sendable (OpenSSLServerTests) throws -> TLSConfiguration
+        let expected: Expected
+        var testDescription: String { self.name }
+
+        static let serverCertificate = ["-cert", "server.pem", "-key", "server.key"]
+        static let requiresClientCertificate =
+            serverCertificate + ["-Verify", "1", "-verify_return_error", "-CAfile", "clientca.pem"]
+        static let byCA: @Sendable (OpenSSLServerTests) -> TLSConfiguration = {
+            .client(serverName: "accessory.local", trust: $0.trust(anchors: ["ca.pem"]))
         }
+
+        static let all: [Case] = [
+            Case(
+                name: "a valid chain",
+                server: serverCertificate,
+                client: byCA,
+                expected: .succeeds(pageContains: "s_server")
+            ),
+            Case(
+                name: "a self-signed certificate, pinned",
+                server: ["-cert", "self.pem", "-key", "self.key"],
+                client: { test in
+                    // The pin as openssl computes it: base64 of SHA-256 over the DER SubjectPublicKeyInfo.
+                    let spki = try String(contentsOfFile: test.certificates.path("self.spki"), encoding: .utf8)
+                    let pin = try TLSPin(parsing: "sha256:" + spki.trimmingCharacters(in: .whitespacesAndNewlines))
+                    return .client(trust: test.trust(pins: [pin]))
+                },
+                expected: .succeeds()
+            ),
+            Case(
+                name: "a self-signed certificate, not trusted",
+                server: ["-cert", "self.pem", "-key", "self.key"],
+                client: byCA,
+                expected: .fails(.untrustedCertificate, words: ["self-signed", "--pin sha256:"])
+            ),
+            Case(
+                name: "the wrong name",
+                server: serverCertificate,
+                client: {
+                    .client(serverName: "toaster.local", trust: $0.trust(anchors: ["ca.pem"]))
+                },
+                expected: .fails(.nameMismatch, words: ["DNS:accessory.local", "toaster.local"])
+            ),
+            Case(
+                name: "no name and no pin",
+                server: serverCertificate,
+                client: { .client(trust: $0.trust(anchors: ["ca.pem"])) },
+                expected: .fails(.noIdentity)
+            ),
+            Case(
+                name: "an expired certificate",
+                server: ["-cert", "expired.pem", "-key", "server.key"],
+                client: byCA,
+                expected: .fails(.untrustedCertificate, words: ["expired"])
+            ),
+            Case(
+                name: "a client certificate required, given as PEM",
+                server: requiresClientCertificate,
+                client: { test in
+                    .client(
+                        serverName: "accessory.local",
+                        trust: test.trust(anchors: ["ca.pem"]),
+                        identity: .pem(
+                            certificateFile: test.certificates.path("client.pem"),
+                            keyFile: test.certificates.path("client.key")
+                        )
+                    )
+                },
+                expected: .succeeds(pageContains: "test-client")
+            ),
+            Case(
+                name: "a client certificate required, given as PKCS#12",
+                server: requiresClientCertificate,
+                client: { test in
+                    .client(
+                        serverName: "accessory.local",
+                        trust: test.trust(anchors: ["ca.pem"]),
+                        identity: .pkcs12(file: test.certificates.path("client.p12"), password: "p12secret")
+                    )
+                },
+                expected: .succeeds(pageContains: "test-client")
+            ),
+            Case(
+                name: "a client certificate required, none given",
+                server: requiresClientCertificate,
+                client: byCA,
+                expected: .fails(nil, words: ["requires a client certificate"])
+            ),
+            Case(
+                name: "a wrong PKCS#12 password",
+                server: serverCertificate,
+                client: { test in
+                    .client(
+                        serverName: "accessory.local",
+                        trust: test.trust(anchors: ["ca.pem"]),
+                        identity: .pkcs12(file: test.certificates.path("client.p12"), password: "wrong")
+                    )
+                },
+                expected: .fails(.invalidConfiguration, words: ["wrong password"])
+            ),
+            Case(
+                name: "a TLS 1.1-only server",
+                server: serverCertificate + ["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                client: byCA,
+                expected: .fails(.handshakeFailed, words: ["share no TLS version"])
+            ),
+            Case(
+                name: "a TLS 1.0-only server",
+                server: serverCertificate + ["-tls1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                client: byCA,
+                expected: .fails(.handshakeFailed, words: ["share no TLS version"])
+            ),
+            Case(
+                name: "a TLS 1.2-only server",
+                server: serverCertificate + ["-tls1_2"],
+                client: byCA,
+                expected: .succeeds()
+            ),
+        ]
     }
 
-    @Test func noNameAndNoPinIsRefusedExplicitly() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key"],
-            certificates: self.certificates
-        )
+    @Test(arguments: Case.all)
+    func peer(_ test: Case) async throws {
+        let server = try await OpenSSLServer.start(test.server, certificates: self.certificates)
         defer { server.stop() }
-        await #expect {
-            _ = try await self.get(server, .client(trust: self.trust(anchors: ["ca.pem"])))
-        } throws: { self.tlsError($0)?.code == .noIdentity }
-    }
-
-    @Test func expiredFails() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "expired.pem", "-key", "server.key"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        await #expect {
-            _ = try await self.get(
-                server,
-                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
-            )
-        } throws: { error in
-            let tls = self.tlsError(error)
-            return tls?.code == .untrustedCertificate && tls?.message.contains("expired") == true
+        let configuration = try test.client(self)
+        switch test.expected {
+        case .succeeds(let pageContains):
+            let (status, page) = try await self.get(server, configuration)
+            #expect(status == 200)
+            if let pageContains { #expect(page.contains(pageContains), "\(page.prefix(200))") }
+        case .fails(let code, let words):
+            do {
+                _ = try await self.get(server, configuration)
+                Issue.record("expected the exchange to fail")
+            } catch {
+                let tls = self.tlsError(error)
+                if let code { #expect(tls?.code == code, "\(error)") }
+                let message = code == nil ? "\(error)" : tls?.message ?? ""
+                for word in words { #expect(message.contains(word), "\(message)") }
+            }
         }
-    }
-
-    @Test(arguments: ["pem", "p12"])
-    func clientCertificateRequiredWithIdentitySucceeds(form: String) async throws {
-        let server = try await OpenSSLServer.start(
-            [
-                "-cert", "server.pem", "-key", "server.key", "-Verify", "1", "-verify_return_error", "-CAfile",
-                "clientca.pem",
-            ],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        let identity: TLSIdentity =
-            form == "pem"
-            ? .pem(certificateFile: self.certificates.path("client.pem"), keyFile: self.certificates.path("client.key"))
-            : .pkcs12(file: self.certificates.path("client.p12"), password: "p12secret")
-        let (status, body) = try await self.get(
-            server,
-            .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]), identity: identity)
-        )
-        #expect(status == 200)
-        #expect(body.contains("test-client"), "s_server's page should show the client's certificate")
-    }
-
-    @Test func clientCertificateRequiredWithoutOneFails() async throws {
-        let server = try await OpenSSLServer.start(
-            [
-                "-cert", "server.pem", "-key", "server.key", "-Verify", "1", "-verify_return_error", "-CAfile",
-                "clientca.pem",
-            ],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        await #expect {
-            _ = try await self.get(
-                server,
-                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
-            )
-        } throws: { error in
-            "\(error)".contains("requires a client certificate")
-        }
-    }
-
-    @Test func wrongPKCS12PasswordIsAClearError() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        await #expect {
-            _ = try await self.get(
-                server,
-                .client(
-                    serverName: "accessory.local",
-                    trust: self.trust(anchors: ["ca.pem"]),
-                    identity: .pkcs12(file: self.certificates.path("client.p12"), password: "wrong")
-                )
-            )
-        } throws: { error in
-            let tls = self.tlsError(error)
-            return tls?.code == .invalidConfiguration && tls?.message.contains("wrong password") == true
-        }
-    }
-
-    @Test(arguments: ["-tls1_1", "-tls1"])
-    func oldProtocolOnlyServerIsRefused(version: String) async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key", version, "-cipher", "DEFAULT@SECLEVEL=0"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        await #expect {
-            _ = try await self.get(
-                server,
-                .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
-            )
-        } throws: { error in
-            let tls = self.tlsError(error)
-            return tls?.code == .handshakeFailed && tls?.message.contains("share no TLS version") == true
-        }
-    }
-
-    @Test func tls12OnlyServerWorks() async throws {
-        let server = try await OpenSSLServer.start(
-            ["-cert", "server.pem", "-key", "server.key", "-tls1_2"],
-            certificates: self.certificates
-        )
-        defer { server.stop() }
-        let (status, _) = try await self.get(
-            server,
-            .client(serverName: "accessory.local", trust: self.trust(anchors: ["ca.pem"]))
-        )
-        #expect(status == 200)
     }
 }
