@@ -34,54 +34,59 @@ struct DeadlineTests {
 
     @Test func theDeadlineEndsTheCallWhileTheDeviceTrickles() async throws {
         let device = ScriptedDevice([Self.trickle, Self.ok])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let (failure, elapsed) = await slow(link, deadline: .seconds(1))
-        #expect(failure?.code == .exchangeTimeout)
-        // The drain of the rest (bounded by drainTimeout, 3 s here) no longer runs on the
-        // caller's time: before, this call took 1 s + 3 s.
-        #expect(elapsed < .milliseconds(1400), "the call ended \(elapsed) after it began, for a 1 s deadline")
-        // The next request waits for the drain to give up and the link to reopen, within its
-        // own deadline.
-        let clock = ContinuousClock()
-        let start = clock.now
-        let next = try await link.execute(
-            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/next"),
-            deadline: .now + .seconds(6)
-        ) { try await $0.body.collect(upTo: 100) }
-        #expect(String(buffer: next) == "ok /next")
-        #expect(start.duration(to: clock.now) < .seconds(6))
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let (failure, elapsed) = await slow(link, deadline: .seconds(1))
+            #expect(failure?.code == .exchangeTimeout)
+            // The drain of the rest (bounded by drainTimeout, 3 s here) no longer runs on the
+            // caller's time: before, this call took 1 s + 3 s.
+            #expect(elapsed < .milliseconds(1400), "the call ended \(elapsed) after it began, for a 1 s deadline")
+            // The next request waits for the drain to give up and the link to reopen, within its
+            // own deadline.
+            let clock = ContinuousClock()
+            let start = clock.now
+            let next = try await link.execute(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/next"),
+                deadline: .now + .seconds(6)
+            ) { try await $0.body.collect(upTo: 100) }
+            #expect(String(buffer: next) == "ok /next")
+            #expect(start.duration(to: clock.now) < .seconds(6))
+            #expect(device.connectionCount == 2)
+        }
     }
 
     @Test func aRequestThatTimesOutBehindADrainSaysSo() async throws {
         let device = ScriptedDevice([Self.trickle, Self.ok])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        // The caller reads one part of the body and leaves: the rest is drained behind it
-        // (for up to drainTimeout, 3 s here; the device trickles for 30 s).
-        let firstPart = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow")) {
-            response in
-            for try await part in response.body { return part.readableBytes }
-            return 0
-        }
-        #expect(firstPart > 0)
-        let clock = ContinuousClock()
-        var waited: HTTPLinkError?
-        let elapsed = await clock.measure {
-            do {
-                _ = try await link.execute(
-                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/behind"),
-                    deadline: .now + .milliseconds(500)
-                ) { try await $0.body.collect(upTo: 100) }
-            } catch {
-                waited = error as? HTTPLinkError
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            // The caller reads one part of the body and leaves: the rest is drained behind it
+            // (for up to drainTimeout, 3 s here; the device trickles for 30 s).
+            let firstPart = try await link.execute(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow")
+            ) {
+                response in
+                for try await part in response.body { return part.readableBytes }
+                return 0
             }
+            #expect(firstPart > 0)
+            let clock = ContinuousClock()
+            var waited: HTTPLinkError?
+            let elapsed = await clock.measure {
+                do {
+                    _ = try await link.execute(
+                        HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/behind"),
+                        deadline: .now + .milliseconds(500)
+                    ) { try await $0.body.collect(upTo: 100) }
+                } catch {
+                    waited = error as? HTTPLinkError
+                }
+            }
+            #expect(waited?.code == .exchangeTimeout)
+            #expect(
+                waited?.message.contains("still discarding the previous response") == true,
+                "\(waited?.message ?? "")"
+            )
+            #expect(elapsed < .milliseconds(900))
+            #expect(try await link.fetch("/after").body == "ok /after")
         }
-        #expect(waited?.code == .exchangeTimeout)
-        #expect(waited?.message.contains("still discarding the previous response") == true, "\(waited?.message ?? "")")
-        #expect(elapsed < .milliseconds(900))
-        #expect(try await link.fetch("/after").body == "ok /after")
-        await link.shutdown()
     }
 
     /// 16 tries: a response whose rest comes 300 ms after a 100 ms deadline. Each call ends at
@@ -94,18 +99,18 @@ struct DeadlineTests {
             .readRequest, .respond { Reply.ok("ok " + $0.path) },
         ]
         let device = ScriptedDevice([Array(repeating: round, count: 16).flatMap { $0 }])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let clock = ContinuousClock()
-        for index in 0..<16 {
-            let (failure, elapsed) = await slow(link, deadline: .milliseconds(100))
-            #expect(failure?.code == .exchangeTimeout)
-            #expect(elapsed < .milliseconds(500), "try \(index): \(elapsed)")
-            let start = clock.now
-            #expect(try await link.fetch("/next\(index)").body == "ok /next\(index)")
-            #expect(start.duration(to: clock.now) < .seconds(2), "try \(index)")
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let clock = ContinuousClock()
+            for index in 0..<16 {
+                let (failure, elapsed) = await slow(link, deadline: .milliseconds(100))
+                #expect(failure?.code == .exchangeTimeout)
+                #expect(elapsed < .milliseconds(500), "try \(index): \(elapsed)")
+                let start = clock.now
+                #expect(try await link.fetch("/next\(index)").body == "ok /next\(index)")
+                #expect(start.duration(to: clock.now) < .seconds(2), "try \(index)")
+            }
+            #expect(device.connectionCount == 1)
+            #expect(device.problems.isEmpty, "\(device.problems)")
         }
-        #expect(device.connectionCount == 1)
-        #expect(device.problems.isEmpty, "\(device.problems)")
-        await link.shutdown()
     }
 }

@@ -43,6 +43,29 @@ func linkErrorCode(_ body: () async throws -> Void) async -> HTTPLinkError.Code?
     }
 }
 
+/// Runs `body` with a link over `transport` and always shuts the link down (and waits until
+/// the transport has let go), also when `body` throws: a failed `#require` included.
+func withLink(
+    _ transport: any ByteStreamTransport,
+    configuration: LinkConfiguration = testConfiguration(),
+    eventLoop: (any EventLoop)? = nil,
+    _ body: (HTTPLink) async throws -> Void
+) async throws {
+    let link =
+        if let eventLoop {
+            HTTPLink(transport: transport, configuration: configuration, eventLoop: eventLoop)
+        } else {
+            HTTPLink(transport: transport, configuration: configuration)
+        }
+    do {
+        try await body(link)
+        await link.shutdown()
+    } catch {
+        await link.shutdown()
+        throw error
+    }
+}
+
 func testConfiguration() -> LinkConfiguration {
     var configuration = LinkConfiguration()
     configuration.openTimeout = .seconds(3)
@@ -66,15 +89,15 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .write(Reply.chunked(["th", "ree"], headers: ["X-A: b"])),
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/1").body == "one")
-        #expect(try await link.fetch("/2").body == "two")
-        #expect(try await link.fetch("/3").body == "three")
-        #expect(device.connectionCount == 1)
-        #expect(link.openCount == 1)
-        #expect(device.allRequests.map(\.path) == ["/1", "/2", "/3"])
-        #expect(device.allRequests.allSatisfy { $0.header("host") == "accessory" })
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/1").body == "one")
+            #expect(try await link.fetch("/2").body == "two")
+            #expect(try await link.fetch("/3").body == "three")
+            #expect(device.connectionCount == 1)
+            #expect(link.openCount == 1)
+            #expect(device.allRequests.map(\.path) == ["/1", "/2", "/3"])
+            #expect(device.allRequests.allSatisfy { $0.header("host") == "accessory" })
+        }
         #expect(await device.waitUntilFinished())
         #expect(device.connections.first?.unexpected == [])
         #expect(device.problems == [])
@@ -88,14 +111,14 @@ struct HTTPLinkEndToEndTests {
         configuration: LinkConfiguration = testConfiguration()
     ) async throws {
         let device = ScriptedDevice([bad, ok])
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == code)
-        let next = try await link.fetch("/next")
-        #expect(next.status == 200)
-        #expect(next.body == "ok /next")
-        #expect(device.connectionCount == 2)
-        #expect(link.openCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == code)
+            let next = try await link.fetch("/next")
+            #expect(next.status == 200)
+            #expect(next.body == "ok /next")
+            #expect(device.connectionCount == 2)
+            #expect(link.openCount == 2)
+        }
     }
 
     @Test func garbageInsteadOfStatusLine() async throws {
@@ -185,24 +208,24 @@ struct HTTPLinkEndToEndTests {
             ],
             ok,
         ])
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        let elapsed = await clock.measure {
-            #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            let elapsed = await clock.measure {
+                #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
+            }
+            #expect(elapsed < .milliseconds(1500))
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(device.connectionCount == 2)
         }
-        #expect(elapsed < .milliseconds(1500))
-        #expect(try await link.fetch("/next").body == "ok /next")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
     }
 
     @Test func deviceSendsNoHeadAtAll() async throws {
         var configuration = testConfiguration()
         configuration.idleTimeout = .milliseconds(300)
         let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 2000)], ok])
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        #expect(await linkErrorCode { _ = try await link.fetch("/silent") } == .idleTimeout)
-        #expect(try await link.fetch("/next").body == "ok /next")
-        await link.shutdown()
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            #expect(await linkErrorCode { _ = try await link.fetch("/silent") } == .idleTimeout)
+            #expect(try await link.fetch("/next").body == "ok /next")
+        }
     }
 
     // MARK: Abandoned responses
@@ -224,73 +247,75 @@ struct HTTPLinkEndToEndTests {
 
     @Test func consumerThrowsMidBodyIsDrained() async throws {
         let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        await #expect(throws: ConsumerGaveUp.self) {
-            _ = try await link.execute(
-                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"),
-                self.readSomeThenThrow
-            )
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            await #expect(throws: ConsumerGaveUp.self) {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"),
+                    self.readSomeThenThrow
+                )
+            }
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
+            #expect(link.openCount == 1)
         }
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        #expect(link.openCount == 1)
-        await link.shutdown()
     }
 
     @Test func consumerReturnsWithoutReadingIsDrained() async throws {
         let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
-            $0.head.status.code
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
+                $0.head.status.code
+            }
+            #expect(status == 200)
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
         }
-        #expect(status == 200)
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test func bodyKeptPastTheHandlerIsDrainedAndEnds() async throws {
         // The handler returns the body unread: the link drains it while the caller still
         // holds the sequence (this used to trap in NIO: a source dropped without finish()).
         let device = ScriptedDevice([.largeBodyThenNext(0x64, count: Self.twoMiB)])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let body = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/d")) {
-            $0.body
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let body = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/d")) {
+                $0.body
+            }
+            #expect(try await link.fetch("/next").body == "after /next")
+            var iterator = body.makeAsyncIterator()
+            _ = try? await iterator.next()
+            #expect(device.connectionCount == 1)
         }
-        #expect(try await link.fetch("/next").body == "after /next")
-        var iterator = body.makeAsyncIterator()
-        _ = try? await iterator.next()
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test func cancelledTaskMidBodyIsDrained() async throws {
         let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let readEnough = Atomic<Bool>(false)
-        let task = Task {
-            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) { response in
-                var read = 0
-                for try await part in response.body {
-                    read += part.readableBytes
-                    if read >= 64 * 1024 {
-                        readEnough.store(true, ordering: .relaxed)
-                        try await Task.sleep(for: .seconds(10))
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let readEnough = Atomic<Bool>(false)
+            let task = Task {
+                try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
+                    response in
+                    var read = 0
+                    for try await part in response.body {
+                        read += part.readableBytes
+                        if read >= 64 * 1024 {
+                            readEnough.store(true, ordering: .relaxed)
+                            try await Task.sleep(for: .seconds(10))
+                        }
                     }
+                    return read
                 }
-                return read
             }
+            #expect(await eventually { readEnough.load(ordering: .relaxed) })
+            task.cancel()
+            let result = await task.result
+            switch result {
+            case .success(let read): Issue.record("expected cancellation, read \(read)")
+            case .failure(let error):
+                #expect((error as? HTTPLinkError)?.code == .cancelled || error is CancellationError)
+            }
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
         }
-        #expect(await eventually { readEnough.load(ordering: .relaxed) })
-        task.cancel()
-        let result = await task.result
-        switch result {
-        case .success(let read): Issue.record("expected cancellation, read \(read)")
-        case .failure(let error): #expect((error as? HTTPLinkError)?.code == .cancelled || error is CancellationError)
-        }
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test func cancelledBeforeHeadIsDrained() async throws {
@@ -300,14 +325,14 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let task = Task { try await link.fetch("/slow") }
-        #expect(await eventually { device.allRequests.count == 1 })
-        task.cancel()
-        #expect(await linkErrorCode { _ = try await task.value } == .cancelled)
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let task = Task { try await link.fetch("/slow") }
+            #expect(await eventually { device.allRequests.count == 1 })
+            task.cancel()
+            #expect(await linkErrorCode { _ = try await task.value } == .cancelled)
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
+        }
     }
 
     @Test func abandonedAfterItEndedKeepsTheLink() async throws {
@@ -319,16 +344,16 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        await #expect(throws: ConsumerGaveUp.self) {
-            _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/b")) { _ in
-                try await Task.sleep(for: .milliseconds(100))
-                throw ConsumerGaveUp()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            await #expect(throws: ConsumerGaveUp.self) {
+                _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/b")) { _ in
+                    try await Task.sleep(for: .milliseconds(100))
+                    throw ConsumerGaveUp()
+                }
             }
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
         }
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test func deviceClosingWhileIdleIsNoticedAndTheNextRequestReopens() async throws {
@@ -336,13 +361,13 @@ struct HTTPLinkEndToEndTests {
             [.readRequest, .respond { Reply.ok("first " + $0.path) }, .close],
             [.readRequest, .respond { Reply.ok("after " + $0.path) }],
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/a").body == "first /a")
-        #expect(await device.waitUntilFinished(timeout: .seconds(5)) || device.connectionCount == 1)
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/a").body == "first /a")
+            #expect(await device.waitUntilFinished(timeout: .seconds(5)) || device.connectionCount == 1)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 2)
+        }
     }
 
     @Test func abandonedBodyOverDrainLimitReopens() async throws {
@@ -355,17 +380,17 @@ struct HTTPLinkEndToEndTests {
             ],
             [.readRequest, .respond { Reply.ok("after " + $0.path) }],
         ])
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        await #expect(throws: ConsumerGaveUp.self) {
-            _ = try await link.execute(
-                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"),
-                self.readSomeThenThrow
-            )
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            await #expect(throws: ConsumerGaveUp.self) {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big"),
+                    self.readSomeThenThrow
+                )
+            }
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 2)
+            #expect(link.openCount == 2)
         }
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 2)
-        #expect(link.openCount == 2)
-        await link.shutdown()
     }
 
     // MARK: Stray bytes
@@ -378,12 +403,12 @@ struct HTTPLinkEndToEndTests {
             ],
             ok,
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/1").body == "first")
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(try await link.fetch("/2").body == "ok /2")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/1").body == "first")
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await link.fetch("/2").body == "ok /2")
+            #expect(device.connectionCount == 2)
+        }
     }
 
     @Test func extraBytesRightAfterResponseReopen() async throws {
@@ -391,11 +416,11 @@ struct HTTPLinkEndToEndTests {
             [.readRequest, .write(Reply.ok("first") + Reply.ok("stale"))],
             ok,
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/1").body == "first")
-        #expect(try await link.fetch("/2").body == "ok /2")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/1").body == "first")
+            #expect(try await link.fetch("/2").body == "ok /2")
+            #expect(device.connectionCount == 2)
+        }
     }
 
     @Test func garbageRightAfterResponseReopens() async throws {
@@ -403,11 +428,11 @@ struct HTTPLinkEndToEndTests {
             [.readRequest, .write(Reply.ok("first") + Array("\u{0}\u{1}junk".utf8))],
             ok,
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/1").body == "first")
-        #expect(try await link.fetch("/2").body == "ok /2")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/1").body == "first")
+            #expect(try await link.fetch("/2").body == "ok /2")
+            #expect(device.connectionCount == 2)
+        }
     }
 
     // MARK: Expect: 100-continue
@@ -425,21 +450,21 @@ struct HTTPLinkEndToEndTests {
         ])
         var configuration = testConfiguration()
         configuration.expectContinueTimeout = .seconds(5)
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        let body: HTTPRequestBody =
-            streamed
-            ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
-            : .bytes(ByteBuffer(string: "hello"))
-        let clock = ContinuousClock()
-        var fetched: Fetched?
-        let elapsed = try await clock.measure {
-            fetched = try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body)
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            let body: HTTPRequestBody =
+                streamed
+                ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
+                : .bytes(ByteBuffer(string: "hello"))
+            let clock = ContinuousClock()
+            var fetched: Fetched?
+            let elapsed = try await clock.measure {
+                fetched = try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body)
+            }
+            #expect(fetched?.body == "got hello")
+            #expect(elapsed < .seconds(2))  // released by the 100, not by the timeout
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
         }
-        #expect(fetched?.body == "got hello")
-        #expect(elapsed < .seconds(2))  // released by the 100, not by the timeout
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test(arguments: [false, true])
@@ -453,17 +478,18 @@ struct HTTPLinkEndToEndTests {
         ])
         var configuration = testConfiguration()
         configuration.expectContinueTimeout = .milliseconds(200)
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        let body: HTTPRequestBody =
-            streamed
-            ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
-            : .bytes(ByteBuffer(string: "hello"))
-        #expect(
-            try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body).body == "got hello"
-        )
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            let body: HTTPRequestBody =
+                streamed
+                ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
+                : .bytes(ByteBuffer(string: "hello"))
+            #expect(
+                try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body).body
+                    == "got hello"
+            )
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
+        }
     }
 
     @Test(arguments: [false, true])
@@ -474,16 +500,16 @@ struct HTTPLinkEndToEndTests {
         ])
         var configuration = testConfiguration()
         configuration.expectContinueTimeout = .seconds(5)
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        let body: HTTPRequestBody =
-            streamed
-            ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
-            : .bytes(ByteBuffer(string: "hello"))
-        let first = try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body)
-        #expect(first.status == 417)
-        #expect(try await link.fetch("/next").body == "ok /next")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            let body: HTTPRequestBody =
+                streamed
+                ? .stream(length: 5) { try await $0.write(ByteBuffer(string: "hello")) }
+                : .bytes(ByteBuffer(string: "hello"))
+            let first = try await link.fetch("/upload", method: .post, headers: Self.expectContinue, body: body)
+            #expect(first.status == 417)
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(device.connectionCount == 2)
+        }
         #expect(await device.waitUntilFinished())
         #expect(device.connections.first?.unexpected == [])
     }
@@ -503,12 +529,12 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let fetched = try await link.fetch("/hints")
-        #expect(fetched.body == String(repeating: "b", count: count))
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let fetched = try await link.fetch("/hints")
+            #expect(fetched.body == String(repeating: "b", count: count))
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
+        }
     }
 
     // MARK: Request bodies
@@ -524,53 +550,53 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let body = HTTPRequestBody.stream(length: length) { writer in
-            var offset = 0
-            for size in [1, 1000, 65_536, 30_000, 3466] {
-                try await writer.write(ByteBuffer(bytes: bytes[offset..<offset + size]))
-                offset += size
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let body = HTTPRequestBody.stream(length: length) { writer in
+                var offset = 0
+                for size in [1, 1000, 65_536, 30_000, 3466] {
+                    try await writer.write(ByteBuffer(bytes: bytes[offset..<offset + size]))
+                    offset += size
+                }
             }
+            #expect(try await link.fetch("/up", method: .post, body: body).body == "100003")
+            #expect(try await link.fetch("/next").body == "after /next")
+            let request = try #require(device.allRequests.first)
+            #expect(request.body == bytes)
+            if length == nil {
+                #expect(request.chunked)
+                #expect(request.header("content-length") == nil)
+            } else {
+                #expect(!request.chunked)
+                #expect(request.header("content-length") == "100003")
+            }
+            #expect(device.connectionCount == 1)
         }
-        #expect(try await link.fetch("/up", method: .post, body: body).body == "100003")
-        #expect(try await link.fetch("/next").body == "after /next")
-        let request = try #require(device.allRequests.first)
-        #expect(request.body == bytes)
-        if length == nil {
-            #expect(request.chunked)
-            #expect(request.header("content-length") == nil)
-        } else {
-            #expect(!request.chunked)
-            #expect(request.header("content-length") == "100003")
-        }
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test func bytesRequestBody() async throws {
         let device = ScriptedDevice([[.readRequest, .respond { Reply.ok(String(decoding: $0.body, as: UTF8.self)) }]])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(
-            try await link.fetch("/up", method: .put, body: .bytes(ByteBuffer(string: "payload"))).body == "payload"
-        )
-        #expect(device.allRequests.first?.header("content-length") == "7")
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(
+                try await link.fetch("/up", method: .put, body: .bytes(ByteBuffer(string: "payload"))).body == "payload"
+            )
+            #expect(device.allRequests.first?.header("content-length") == "7")
+        }
     }
 
     @Test func failingRequestBodyReopens() async throws {
         struct SourceBroke: Error {}
         let device = ScriptedDevice([[.readHead, .sleep(milliseconds: 500)], ok])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let body = HTTPRequestBody.stream(length: nil) { writer in
-            try await writer.write(ByteBuffer(string: "part"))
-            throw SourceBroke()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let body = HTTPRequestBody.stream(length: nil) { writer in
+                try await writer.write(ByteBuffer(string: "part"))
+                throw SourceBroke()
+            }
+            #expect(
+                await linkErrorCode { _ = try await link.fetch("/up", method: .post, body: body) } == .requestBodyFailed
+            )
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(device.connectionCount == 2)
         }
-        #expect(
-            await linkErrorCode { _ = try await link.fetch("/up", method: .post, body: body) } == .requestBodyFailed
-        )
-        #expect(try await link.fetch("/next").body == "ok /next")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
     }
 
     // MARK: Delimiting
@@ -582,13 +608,13 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let head = try await link.fetch("/h", method: .head)
-        #expect(head.status == 200)
-        #expect(head.body == "")
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let head = try await link.fetch("/h", method: .head)
+            #expect(head.status == 200)
+            #expect(head.body == "")
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
+        }
     }
 
     @Test func noContentResponse() async throws {
@@ -598,50 +624,52 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/n").status == 204)
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/n").status == 204)
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
+        }
     }
 
     @Test func closeDelimitedResponse() async throws {
         let device = ScriptedDevice([[.readRequest, .write("HTTP/1.1 200 OK\r\n\r\nuntil the end"), .close], ok])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/c").body == "until the end")
-        #expect(try await link.fetch("/next").body == "ok /next")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/c").body == "until the end")
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(device.connectionCount == 2)
+        }
     }
 
     @Test func connectionCloseResponseReopens() async throws {
         let device = ScriptedDevice([[.readRequest, .write(Reply.ok("bye", headers: ["Connection: close"]))], ok])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(try await link.fetch("/c").body == "bye")
-        #expect(try await link.fetch("/next").body == "ok /next")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(try await link.fetch("/c").body == "bye")
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(device.connectionCount == 2)
+        }
     }
 
     // MARK: Invalid requests
 
     @Test func invalidRequestWritesNothing() async throws {
         let device = ScriptedDevice([ok])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        for path in ["/a b", "/x\r\nInjected: 1", "/nul\0x", "/tab\tx"] {
-            #expect(await linkErrorCode { _ = try await link.fetch(path) } == .invalidRequest)
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            for path in ["/a b", "/x\r\nInjected: 1", "/nul\0x", "/tab\tx"] {
+                #expect(await linkErrorCode { _ = try await link.fetch(path) } == .invalidRequest)
+            }
+            #expect(
+                await linkErrorCode {
+                    _ = try await link.execute(
+                        HTTPRequest(method: .get, scheme: nil, authority: "evil host", path: "/")
+                    ) {
+                        _ in 0
+                    }
+                } == .invalidRequest
+            )
+            #expect(device.connectionCount == 0)
+            #expect(link.openCount == 0)
+            #expect(try await link.fetch("/fine").body == "ok /fine")
         }
-        #expect(
-            await linkErrorCode {
-                _ = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: "evil host", path: "/")) {
-                    _ in 0
-                }
-            } == .invalidRequest
-        )
-        #expect(device.connectionCount == 0)
-        #expect(link.openCount == 0)
-        #expect(try await link.fetch("/fine").body == "ok /fine")
-        await link.shutdown()
         #expect(await device.waitUntilFinished())
         #expect(device.allRequests.map(\.path) == ["/fine"])
         #expect(device.connections.first?.unexpected == [])
@@ -656,47 +684,47 @@ struct HTTPLinkEndToEndTests {
             steps += [.readRequest, .sleep(milliseconds: 15), .expectQuiet, .respond { Reply.ok("echo " + $0.path) }]
         }
         let device = ScriptedDevice([steps])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        try await withThrowingTaskGroup(of: (Int, Fetched).self) { group in
-            for index in 0..<count {
-                group.addTask { (index, try await link.fetch("/r\(index)")) }
-                // Let this task reach the gate before the next one is made, so the order of
-                // arrival is known.
-                try await Task.sleep(for: .milliseconds(5))
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            try await withThrowingTaskGroup(of: (Int, Fetched).self) { group in
+                for index in 0..<count {
+                    group.addTask { (index, try await link.fetch("/r\(index)")) }
+                    // Let this task reach the gate before the next one is made, so the order of
+                    // arrival is known.
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                var seen = 0
+                for try await (index, fetched) in group {
+                    #expect(fetched.body == "echo /r\(index)")
+                    seen += 1
+                }
+                #expect(seen == count)
             }
-            var seen = 0
-            for try await (index, fetched) in group {
-                #expect(fetched.body == "echo /r\(index)")
-                seen += 1
-            }
-            #expect(seen == count)
+            #expect(device.allRequests.map(\.path) == (0..<count).map { "/r\($0)" })
+            #expect(device.connectionCount == 1)
+            #expect(device.problems == [])
         }
-        #expect(device.allRequests.map(\.path) == (0..<count).map { "/r\($0)" })
-        #expect(device.connectionCount == 1)
-        #expect(device.problems == [])
-        await link.shutdown()
     }
 
     // MARK: Deadlines, cancellation in line, shutdown
 
     @Test func deadlineBeforeHeadReopens() async throws {
         let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 1000), .write(Reply.ok("late"))], ok])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let clock = ContinuousClock()
-        let elapsed = await clock.measure {
-            #expect(
-                await linkErrorCode {
-                    _ = try await link.execute(
-                        HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
-                        deadline: .now + .milliseconds(200)
-                    ) { try await $0.body.collect(upTo: 100) }
-                } == .exchangeTimeout
-            )
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let clock = ContinuousClock()
+            let elapsed = await clock.measure {
+                #expect(
+                    await linkErrorCode {
+                        _ = try await link.execute(
+                            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                            deadline: .now + .milliseconds(200)
+                        ) { try await $0.body.collect(upTo: 100) }
+                    } == .exchangeTimeout
+                )
+            }
+            #expect(elapsed < .milliseconds(900))
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(device.connectionCount == 2)
         }
-        #expect(elapsed < .milliseconds(900))
-        #expect(try await link.fetch("/next").body == "ok /next")
-        #expect(device.connectionCount == 2)
-        await link.shutdown()
     }
 
     @Test func deadlineInBodyDrainsAndKeepsLink() async throws {
@@ -707,18 +735,18 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        #expect(
-            await linkErrorCode {
-                _ = try await link.execute(
-                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
-                    deadline: .now + .milliseconds(200)
-                ) { try await $0.body.collect(upTo: 100) }
-            } == .exchangeTimeout
-        )
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            #expect(
+                await linkErrorCode {
+                    _ = try await link.execute(
+                        HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow"),
+                        deadline: .now + .milliseconds(200)
+                    ) { try await $0.body.collect(upTo: 100) }
+                } == .exchangeTimeout
+            )
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
+        }
     }
 
     @Test func earlyResponseWhileDeviceIgnoresUploadIsBoundedByDeadline() async throws {
@@ -726,27 +754,27 @@ struct HTTPLinkEndToEndTests {
         let device = ScriptedDevice([[.readHead, .write(Reply.ok("early")), .sleep(milliseconds: 3000)], ok])
         var configuration = testConfiguration()
         configuration.idleTimeout = .seconds(20)
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        let chunk = ByteBuffer(repeating: 0x55, count: 64 * 1024)
-        let body = HTTPRequestBody.stream(length: nil) { writer in
-            for _ in 0..<256 { try await writer.write(chunk) }
-        }
-        let clock = ContinuousClock()
-        let elapsed = await clock.measure {
-            do {
-                var request = HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/up")
-                request.headerFields = [:]
-                _ = try await link.execute(request, body: body, deadline: .now + .milliseconds(500)) {
-                    try await $0.body.collect(upTo: 100)
-                }
-                Issue.record("expected the exchange to fail")
-            } catch {
-                #expect((error as? HTTPLinkError)?.code == .exchangeTimeout)
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            let chunk = ByteBuffer(repeating: 0x55, count: 64 * 1024)
+            let body = HTTPRequestBody.stream(length: nil) { writer in
+                for _ in 0..<256 { try await writer.write(chunk) }
             }
+            let clock = ContinuousClock()
+            let elapsed = await clock.measure {
+                do {
+                    var request = HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/up")
+                    request.headerFields = [:]
+                    _ = try await link.execute(request, body: body, deadline: .now + .milliseconds(500)) {
+                        try await $0.body.collect(upTo: 100)
+                    }
+                    Issue.record("expected the exchange to fail")
+                } catch {
+                    #expect((error as? HTTPLinkError)?.code == .exchangeTimeout)
+                }
+            }
+            #expect(elapsed < .seconds(2))
+            #expect(try await link.fetch("/next").body == "ok /next")
         }
-        #expect(elapsed < .seconds(2))
-        #expect(try await link.fetch("/next").body == "ok /next")
-        await link.shutdown()
     }
 
     @Test func cancelWhileWaitingInLine() async throws {
@@ -756,19 +784,19 @@ struct HTTPLinkEndToEndTests {
                 .readRequest, .respond { Reply.ok("echo " + $0.path) },
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let first = Task { try await link.fetch("/1") }
-        #expect(await eventually { device.allRequests.count == 1 })
-        let second = Task { try await link.fetch("/2") }
-        try await Task.sleep(for: .milliseconds(50))
-        second.cancel()
-        #expect(await linkErrorCode { _ = try await second.value } == .cancelled)
-        let third = try await link.fetch("/3")
-        #expect(third.body == "echo /3")
-        #expect(try await first.value.body == "echo /1")
-        #expect(device.allRequests.map(\.path) == ["/1", "/3"])
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let first = Task { try await link.fetch("/1") }
+            #expect(await eventually { device.allRequests.count == 1 })
+            let second = Task { try await link.fetch("/2") }
+            try await Task.sleep(for: .milliseconds(50))
+            second.cancel()
+            #expect(await linkErrorCode { _ = try await second.value } == .cancelled)
+            let third = try await link.fetch("/3")
+            #expect(third.body == "echo /3")
+            #expect(try await first.value.body == "echo /1")
+            #expect(device.allRequests.map(\.path) == ["/1", "/3"])
+            #expect(device.connectionCount == 1)
+        }
     }
 
     @Test func shutdownFailsLaterRequests() async throws {
@@ -798,29 +826,29 @@ struct HTTPLinkEndToEndTests {
             ioTimeoutSeconds: 10,
             script: { _ in .largeBodyThenNext(0x63, count: total) }
         )
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let maxWrittenWhilePaused = Atomic<Int>(0)
-        let read = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) {
-            response in
-            var read = 0
-            var paused = false
-            for try await part in response.body {
-                read += part.readableBytes
-                if !paused && read >= 1024 * 1024 {
-                    paused = true
-                    try await Task.sleep(for: .milliseconds(500))
-                    let written = device.connections.first?.written ?? 0
-                    maxWrittenWhilePaused.store(written, ordering: .relaxed)
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let maxWrittenWhilePaused = Atomic<Int>(0)
+            let read = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) {
+                response in
+                var read = 0
+                var paused = false
+                for try await part in response.body {
+                    read += part.readableBytes
+                    if !paused && read >= 1024 * 1024 {
+                        paused = true
+                        try await Task.sleep(for: .milliseconds(500))
+                        let written = device.connections.first?.written ?? 0
+                        maxWrittenWhilePaused.store(written, ordering: .relaxed)
+                    }
                 }
+                return read
             }
-            return read
+            #expect(read == total)
+            let written = maxWrittenWhilePaused.load(ordering: .relaxed)
+            #expect(written > 0)
+            #expect(written < 16 * 1024 * 1024, "the device wrote \(written) bytes while the consumer paused")
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
         }
-        #expect(read == total)
-        let written = maxWrittenWhilePaused.load(ordering: .relaxed)
-        #expect(written > 0)
-        #expect(written < 16 * 1024 * 1024, "the device wrote \(written) bytes while the consumer paused")
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 }

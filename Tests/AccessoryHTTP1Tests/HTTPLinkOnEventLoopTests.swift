@@ -28,19 +28,19 @@ struct HTTPLinkOnEventLoopTests {
                 .readRequest, .write(Reply.ok("four")),
             ]
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let bodies = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> [String] in
-            var bodies: [String] = []
-            for path in ["/1", "/2", "/3", "/4"] {
-                #expect(link.taskExecutor.eventLoop.inEventLoop)
-                bodies.append(try await link.fetch(path).body)
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let bodies = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> [String] in
+                var bodies: [String] = []
+                for path in ["/1", "/2", "/3", "/4"] {
+                    #expect(link.taskExecutor.eventLoop.inEventLoop)
+                    bodies.append(try await link.fetch(path).body)
+                }
+                return bodies
             }
-            return bodies
+            #expect(bodies == ["one", "two", "", "four"])
+            #expect(device.connectionCount == 1)
+            #expect(link.openCount == 1)
         }
-        #expect(bodies == ["one", "two", "", "four"])
-        #expect(device.connectionCount == 1)
-        #expect(link.openCount == 1)
-        await link.shutdown()
         #expect(await device.waitUntilFinished())
         #expect(device.problems == [])
     }
@@ -50,13 +50,13 @@ struct HTTPLinkOnEventLoopTests {
             [.readRequest, .write(Reply.head(contentLength: 100) + Array("only ten b".utf8)), .close],
             [.readRequest, .respond { Reply.ok("ok " + $0.path) }],
         ])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
-            #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == .linkClosed)
-            #expect(try await link.fetch("/next").body == "ok /next")
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
+                #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == .linkClosed)
+                #expect(try await link.fetch("/next").body == "ok /next")
+            }
+            #expect(link.openCount == 2)
         }
-        #expect(link.openCount == 2)
-        await link.shutdown()
     }
 
     @Test func deviceStopsSendingMidBodyTimesOut() async throws {
@@ -69,12 +69,12 @@ struct HTTPLinkOnEventLoopTests {
             ],
             [.readRequest, .respond { Reply.ok("ok " + $0.path) }],
         ])
-        let link = HTTPLink(transport: device.transport, configuration: configuration)
-        try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
-            #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
-            #expect(try await link.fetch("/next").body == "ok /next")
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
+                #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
+                #expect(try await link.fetch("/next").body == "ok /next")
+            }
         }
-        await link.shutdown()
     }
 
     @Test func aConsumerThatHoldsUpTheEventLoopIsNotAnIdleDevice() async throws {
@@ -95,58 +95,62 @@ struct HTTPLinkOnEventLoopTests {
         // every other test's links on it for 3 s.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { group.shutdownGracefully { _ in } }
-        let link = HTTPLink(transport: device.transport, configuration: configuration, eventLoop: group.next())
-        let total = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> Int in
-            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow-reader")) {
-                response in
-                var total = 0
-                for try await part in response.body {
-                    if total == 0 { usleep(3_000_000) }  // blocks the event loop's thread
-                    total += part.readableBytes
+        try await withLink(device.transport, configuration: configuration, eventLoop: group.next()) {
+            (link) async throws in
+            let total = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> Int in
+                try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/slow-reader")) {
+                    response in
+                    var total = 0
+                    for try await part in response.body {
+                        if total == 0 { usleep(3_000_000) }  // blocks the event loop's thread
+                        total += part.readableBytes
+                    }
+                    return total
                 }
-                return total
             }
+            #expect(total == 10 + rest)
         }
-        #expect(total == 10 + rest)
-        await link.shutdown()
     }
 
     @Test func largeBodyStreamsInPartsWithEveryByte() async throws {
         let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        let (total, parts, allA) = try await withTaskExecutorPreference(link.taskExecutor) {
-            () async throws -> (Int, Int, Bool) in
-            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) { response in
-                var (total, parts, allA) = (0, 0, true)
-                for try await part in response.body {
-                    total += part.readableBytes
-                    parts += 1
-                    allA = allA && part.readableBytesView.allSatisfy { $0 == 0x61 }
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            let (total, parts, allA) = try await withTaskExecutorPreference(link.taskExecutor) {
+                () async throws -> (Int, Int, Bool) in
+                try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
+                    response in
+                    var (total, parts, allA) = (0, 0, true)
+                    for try await part in response.body {
+                        total += part.readableBytes
+                        parts += 1
+                        allA = allA && part.readableBytesView.allSatisfy { $0 == 0x61 }
+                    }
+                    return (total, parts, allA)
                 }
-                return (total, parts, allA)
             }
+            #expect(total == Self.twoMiB)
+            #expect(allA)
+            // Larger than what is gathered before the claim (the response buffer, 1 MiB): streamed.
+            #expect(parts > 1)
+            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
         }
-        #expect(total == Self.twoMiB)
-        #expect(allA)
-        // Larger than what is gathered before the claim (the response buffer, 1 MiB): streamed.
-        #expect(parts > 1)
-        #expect(try await link.fetch("/next").body == "after /next")
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test func consumerReturnsWithoutReadingIsDrained() async throws {
         let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
-            let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
-                $0.head.status.code
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
+                let status = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")
+                ) {
+                    $0.head.status.code
+                }
+                #expect(status == 200)
+                #expect(try await link.fetch("/next").body == "after /next")
             }
-            #expect(status == 200)
-            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(device.connectionCount == 1)
         }
-        #expect(device.connectionCount == 1)
-        await link.shutdown()
     }
 
     @Test func slowConsumerBoundsWhatTheDeviceCanWrite() async throws {
@@ -155,23 +159,24 @@ struct HTTPLinkOnEventLoopTests {
             ioTimeoutSeconds: 10,
             script: { _ in .largeBodyThenNext(0x63, count: total) }
         )
-        let link = HTTPLink(transport: device.transport, configuration: testConfiguration())
-        // The consumer pauses before its first part: the device must be held back meanwhile.
-        let writtenBeforeClaim = Atomic<Int>(0)
-        let read = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> Int in
-            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) { response in
-                try await Task.sleep(for: .milliseconds(500))
-                writtenBeforeClaim.store(device.connections.first?.written ?? 0, ordering: .relaxed)
-                var read = 0
-                for try await part in response.body { read += part.readableBytes }
-                return read
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            // The consumer pauses before its first part: the device must be held back meanwhile.
+            let writtenBeforeClaim = Atomic<Int>(0)
+            let read = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> Int in
+                try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) {
+                    response in
+                    try await Task.sleep(for: .milliseconds(500))
+                    writtenBeforeClaim.store(device.connections.first?.written ?? 0, ordering: .relaxed)
+                    var read = 0
+                    for try await part in response.body { read += part.readableBytes }
+                    return read
+                }
             }
+            #expect(read == total)
+            let written = writtenBeforeClaim.load(ordering: .relaxed)
+            #expect(written > 0)
+            #expect(written < 16 * 1024 * 1024, "the device wrote \(written) bytes while the consumer paused")
+            #expect(try await link.fetch("/next").body == "after /next")
         }
-        #expect(read == total)
-        let written = writtenBeforeClaim.load(ordering: .relaxed)
-        #expect(written > 0)
-        #expect(written < 16 * 1024 * 1024, "the device wrote \(written) bytes while the consumer paused")
-        #expect(try await link.fetch("/next").body == "after /next")
-        await link.shutdown()
     }
 }
