@@ -66,6 +66,30 @@ func withLink(
     }
 }
 
+/// Who calls the link. The link takes two paths: a caller on any executor gets each body as a
+/// stream from the start; a caller that prefers the link's executor (as `AccessoryClient.data`
+/// does) starts without a hop and claims the body after the read that carried the head, so a
+/// small body arrives whole and a large one switches to streaming. Both must behave alike: same
+/// bytes, same errors, same back-pressure, same recovery.
+enum Caller: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case anyExecutor
+    case linkExecutor
+
+    var testDescription: String { self.rawValue }
+
+    func run<T: Sendable>(_ link: HTTPLink, _ body: () async throws -> T) async throws -> T {
+        switch self {
+        case .anyExecutor:
+            return try await body()
+        case .linkExecutor:
+            return try await withTaskExecutorPreference(link.taskExecutor) {
+                #expect(link.taskExecutor.eventLoop.inEventLoop)
+                return try await body()
+            }
+        }
+    }
+}
+
 func testConfiguration() -> LinkConfiguration {
     var configuration = LinkConfiguration()
     configuration.openTimeout = .seconds(3)
@@ -81,21 +105,25 @@ struct HTTPLinkEndToEndTests {
 
     // MARK: Keep-alive
 
-    @Test func keepAliveCarriesThreeRequests() async throws {
+    @Test(arguments: Caller.allCases) func keepAliveCarriesEveryFraming(caller: Caller) async throws {
         let device = ScriptedDevice([
             [
                 .readRequest, .write(Reply.ok("one")),
                 .readRequest, .write(Reply.chunked(["tw", "", "o"].filter { !$0.isEmpty })),
                 .readRequest, .write(Reply.chunked(["th", "ree"], headers: ["X-A: b"])),
+                .readRequest, .write(Reply.ok("")),
             ]
         ])
         try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
-            #expect(try await link.fetch("/1").body == "one")
-            #expect(try await link.fetch("/2").body == "two")
-            #expect(try await link.fetch("/3").body == "three")
+            let bodies = try await caller.run(link) { () async throws -> [String] in
+                var bodies: [String] = []
+                for path in ["/1", "/2", "/3", "/4"] { bodies.append(try await link.fetch(path).body) }
+                return bodies
+            }
+            #expect(bodies == ["one", "two", "three", ""])
             #expect(device.connectionCount == 1)
             #expect(link.openCount == 1)
-            #expect(device.allRequests.map(\.path) == ["/1", "/2", "/3"])
+            #expect(device.allRequests.map(\.path) == ["/1", "/2", "/3", "/4"])
             #expect(device.allRequests.allSatisfy { $0.header("host") == "accessory" })
         }
         #expect(await device.waitUntilFinished())
@@ -106,14 +134,17 @@ struct HTTPLinkEndToEndTests {
     // MARK: Malformed responses
 
     func expectFailureThenRecovery(
+        caller: Caller,
         _ bad: [DeviceStep],
         code: HTTPLinkError.Code,
         configuration: LinkConfiguration = testConfiguration()
     ) async throws {
         let device = ScriptedDevice([bad, ok])
         try await withLink(device.transport, configuration: configuration) { (link) async throws in
-            #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == code)
-            let next = try await link.fetch("/next")
+            let next = try await caller.run(link) { () async throws -> Fetched in
+                #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == code)
+                return try await link.fetch("/next")
+            }
             #expect(next.status == 200)
             #expect(next.body == "ok /next")
             #expect(device.connectionCount == 2)
@@ -121,65 +152,80 @@ struct HTTPLinkEndToEndTests {
         }
     }
 
-    @Test func garbageInsteadOfStatusLine() async throws {
-        try await expectFailureThenRecovery([.readRequest, .write("garbage\r\n\r\n")], code: .malformedResponse)
+    @Test(arguments: Caller.allCases) func garbageInsteadOfStatusLine(caller: Caller) async throws {
+        try await expectFailureThenRecovery(
+            caller: caller,
+            [.readRequest, .write("garbage\r\n\r\n")],
+            code: .malformedResponse
+        )
     }
 
-    @Test func truncatedBodyThenClose() async throws {
+    @Test(arguments: Caller.allCases) func truncatedBodyThenClose(caller: Caller) async throws {
         try await expectFailureThenRecovery(
+            caller: caller,
             [.readRequest, .write(Reply.head(contentLength: 100) + Array("only ten b".utf8)), .close],
             code: .linkClosed
         )
     }
 
-    @Test func closeBeforeAnyResponse() async throws {
-        try await expectFailureThenRecovery([.readRequest, .close], code: .linkClosed)
+    @Test(arguments: Caller.allCases) func closeBeforeAnyResponse(caller: Caller) async throws {
+        try await expectFailureThenRecovery(
+            caller: caller,
+            [.readRequest, .close],
+            code: .linkClosed
+        )
     }
 
-    @Test func oversizedHeaderBlock() async throws {
+    @Test(arguments: Caller.allCases) func oversizedHeaderBlock(caller: Caller) async throws {
         let big = String(repeating: "v", count: LinkConfiguration().limits.maxHeaderBlockSize + 10)
         try await expectFailureThenRecovery(
+            caller: caller,
             [.readRequest, .write(Reply.ok("x", headers: ["X-Big: \(big)"]))],
             code: .responseTooLarge
         )
     }
 
-    @Test func oversizedHeaderBlockOfManySmallHeaders() async throws {
+    @Test(arguments: Caller.allCases) func oversizedHeaderBlockOfManySmallHeaders(caller: Caller) async throws {
         var configuration = testConfiguration()
         configuration.limits.maxHeaderCount = 10_000
         let headers = (0..<8000).map { "X-H\($0): 0123456789" }
         try await expectFailureThenRecovery(
+            caller: caller,
             [.readRequest, .write(Reply.ok("x", headers: headers))],
             code: .responseTooLarge,
             configuration: configuration
         )
     }
 
-    @Test func tooManyHeaders() async throws {
+    @Test(arguments: Caller.allCases) func tooManyHeaders(caller: Caller) async throws {
         let headers = (0...LinkConfiguration().limits.maxHeaderCount).map { "X-H\($0): v" }
         try await expectFailureThenRecovery(
+            caller: caller,
             [.readRequest, .write(Reply.ok("x", headers: headers))],
             code: .responseTooLarge
         )
     }
 
-    @Test func overlongStatusLine() async throws {
+    @Test(arguments: Caller.allCases) func overlongStatusLine(caller: Caller) async throws {
         let reason = String(repeating: "R", count: LinkConfiguration().limits.maxStartLineLength)
         try await expectFailureThenRecovery(
+            caller: caller,
             [.readRequest, .write(Reply.ok("x", status: "200 \(reason)"))],
             code: .responseTooLarge
         )
     }
 
-    @Test func invalidChunkSize() async throws {
+    @Test(arguments: Caller.allCases) func invalidChunkSize(caller: Caller) async throws {
         try await expectFailureThenRecovery(
+            caller: caller,
             [.readRequest, .write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")],
             code: .malformedResponse
         )
     }
 
-    @Test func contentLengthAndTransferEncoding() async throws {
+    @Test(arguments: Caller.allCases) func contentLengthAndTransferEncoding(caller: Caller) async throws {
         try await expectFailureThenRecovery(
+            caller: caller,
             [
                 .readRequest,
                 .write(
@@ -190,14 +236,15 @@ struct HTTPLinkEndToEndTests {
         )
     }
 
-    @Test func switchingProtocolsIsRefused() async throws {
+    @Test(arguments: Caller.allCases) func switchingProtocolsIsRefused(caller: Caller) async throws {
         try await expectFailureThenRecovery(
+            caller: caller,
             [.readRequest, .write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n")],
             code: .malformedResponse
         )
     }
 
-    @Test func deviceStopsSendingMidBody() async throws {
+    @Test(arguments: Caller.allCases) func deviceStopsSendingMidBody(caller: Caller) async throws {
         var configuration = testConfiguration()
         configuration.idleTimeout = .milliseconds(300)
         let clock = ContinuousClock()
@@ -209,11 +256,14 @@ struct HTTPLinkEndToEndTests {
             ok,
         ])
         try await withLink(device.transport, configuration: configuration) { (link) async throws in
-            let elapsed = await clock.measure {
-                #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
+            let (elapsed, next) = try await caller.run(link) { () async throws -> (Duration, String) in
+                let elapsed = await clock.measure {
+                    #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
+                }
+                return (elapsed, try await link.fetch("/next").body)
             }
             #expect(elapsed < .milliseconds(1500))
-            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(next == "ok /next")
             #expect(device.connectionCount == 2)
         }
     }
@@ -260,14 +310,17 @@ struct HTTPLinkEndToEndTests {
         }
     }
 
-    @Test func consumerReturnsWithoutReadingIsDrained() async throws {
+    @Test(arguments: Caller.allCases) func consumerReturnsWithoutReadingIsDrained(caller: Caller) async throws {
         let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
         try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
-            let status = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")) {
-                $0.head.status.code
+            let (status, next) = try await caller.run(link) { () async throws -> (UInt, String) in
+                let status = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")
+                ) { $0.head.status.code }
+                return (UInt(status), try await link.fetch("/next").body)
             }
             #expect(status == 200)
-            #expect(try await link.fetch("/next").body == "after /next")
+            #expect(next == "after /next")
             #expect(device.connectionCount == 1)
         }
     }
@@ -820,7 +873,7 @@ struct HTTPLinkEndToEndTests {
 
     // MARK: Back-pressure
 
-    @Test func slowConsumerBoundsWhatTheDeviceCanWrite() async throws {
+    @Test(arguments: Caller.allCases) func slowConsumerBoundsWhatTheDeviceCanWrite(caller: Caller) async throws {
         let total = 64 * 1024 * 1024
         let device = ScriptedDevice(
             ioTimeoutSeconds: 10,
@@ -828,20 +881,22 @@ struct HTTPLinkEndToEndTests {
         )
         try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
             let maxWrittenWhilePaused = Atomic<Int>(0)
-            let read = try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) {
-                response in
-                var read = 0
-                var paused = false
-                for try await part in response.body {
-                    read += part.readableBytes
-                    if !paused && read >= 1024 * 1024 {
-                        paused = true
-                        try await Task.sleep(for: .milliseconds(500))
-                        let written = device.connections.first?.written ?? 0
-                        maxWrittenWhilePaused.store(written, ordering: .relaxed)
+            let read = try await caller.run(link) { () async throws -> Int in
+                try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/huge")) {
+                    response in
+                    var read = 0
+                    var paused = false
+                    for try await part in response.body {
+                        read += part.readableBytes
+                        if !paused && read >= 1024 * 1024 {
+                            paused = true
+                            try await Task.sleep(for: .milliseconds(500))
+                            let written = device.connections.first?.written ?? 0
+                            maxWrittenWhilePaused.store(written, ordering: .relaxed)
+                        }
                     }
+                    return read
                 }
-                return read
             }
             #expect(read == total)
             let written = maxWrittenWhilePaused.load(ordering: .relaxed)

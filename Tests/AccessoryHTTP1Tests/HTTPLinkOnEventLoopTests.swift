@@ -10,72 +10,12 @@ import Testing
     import Glibc
 #endif
 
-/// The same link, driven by a caller that prefers the link's own executor (as
-/// `AccessoryClient.data` and latency-sensitive callers do). Such a caller starts exchanges
-/// without a hop and claims each body only after the read that carried the head: a small body
-/// then arrives as one buffer, a large one switches to streaming. Both must behave exactly like
-/// the streamed path: same bytes, same errors, same back-pressure, same recovery.
+/// What only a caller that prefers the link's own executor meets (the end-to-end suite runs
+/// its shared cases with both callers, see `Caller`): a consumer that blocks the loop, a large
+/// body that switches from gathered to streamed, a pause before the body is claimed.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct HTTPLinkOnEventLoopTests {
     static let twoMiB = 2 * 1024 * 1024
-
-    @Test func keepAliveCarriesSmallBodiesOfEveryFraming() async throws {
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.ok("one")),
-                .readRequest, .write(Reply.chunked(["tw", "o"])),
-                .readRequest, .write(Reply.ok("")),
-                .readRequest, .write(Reply.ok("four")),
-            ]
-        ])
-        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
-            let bodies = try await withTaskExecutorPreference(link.taskExecutor) { () async throws -> [String] in
-                var bodies: [String] = []
-                for path in ["/1", "/2", "/3", "/4"] {
-                    #expect(link.taskExecutor.eventLoop.inEventLoop)
-                    bodies.append(try await link.fetch(path).body)
-                }
-                return bodies
-            }
-            #expect(bodies == ["one", "two", "", "four"])
-            #expect(device.connectionCount == 1)
-            #expect(link.openCount == 1)
-        }
-        #expect(await device.waitUntilFinished())
-        #expect(device.problems == [])
-    }
-
-    @Test func truncatedBodyFailsAndTheNextRequestReopens() async throws {
-        let device = ScriptedDevice([
-            [.readRequest, .write(Reply.head(contentLength: 100) + Array("only ten b".utf8)), .close],
-            [.readRequest, .respond { Reply.ok("ok " + $0.path) }],
-        ])
-        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
-            try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
-                #expect(await linkErrorCode { _ = try await link.fetch("/bad") } == .linkClosed)
-                #expect(try await link.fetch("/next").body == "ok /next")
-            }
-            #expect(link.openCount == 2)
-        }
-    }
-
-    @Test func deviceStopsSendingMidBodyTimesOut() async throws {
-        var configuration = testConfiguration()
-        configuration.idleTimeout = .milliseconds(300)
-        let device = ScriptedDevice([
-            [
-                .readRequest, .write(Reply.head(contentLength: 100) + Array("ten bytes!".utf8)),
-                .sleep(milliseconds: 2000),
-            ],
-            [.readRequest, .respond { Reply.ok("ok " + $0.path) }],
-        ])
-        try await withLink(device.transport, configuration: configuration) { (link) async throws in
-            try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
-                #expect(await linkErrorCode { _ = try await link.fetch("/slow") } == .idleTimeout)
-                #expect(try await link.fetch("/next").body == "ok /next")
-            }
-        }
-    }
 
     @Test func aConsumerThatHoldsUpTheEventLoopIsNotAnIdleDevice() async throws {
         // A consumer on the link's executor that blocks (the CLI writing to a pipe nobody reads
@@ -137,23 +77,8 @@ struct HTTPLinkOnEventLoopTests {
         }
     }
 
-    @Test func consumerReturnsWithoutReadingIsDrained() async throws {
-        let device = ScriptedDevice([.largeBodyThenNext(0x61, count: Self.twoMiB)])
-        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
-            try await withTaskExecutorPreference(link.taskExecutor) { () async throws in
-                let status = try await link.execute(
-                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/big")
-                ) {
-                    $0.head.status.code
-                }
-                #expect(status == 200)
-                #expect(try await link.fetch("/next").body == "after /next")
-            }
-            #expect(device.connectionCount == 1)
-        }
-    }
-
-    @Test func slowConsumerBoundsWhatTheDeviceCanWrite() async throws {
+    /// The consumer pauses before it claims the body: what is gathered meanwhile is bounded.
+    @Test func slowConsumerBeforeItsFirstPartBoundsWhatTheDeviceCanWrite() async throws {
         let total = 64 * 1024 * 1024
         let device = ScriptedDevice(
             ioTimeoutSeconds: 10,
