@@ -313,6 +313,15 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
+        // The Swift blocks of README.md and docs/, compiled as written (DocExamplesTests.swift).
+        .testTarget(
+            name: "DocExamplesTests",
+            dependencies: [
+                "AccessoryClient", "AccessoryResponder", "AccessoryTLS", "AccessoryTransport",
+                "AccessoryURLProtocol", "AccessoryUSB",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "CLITests",
             dependencies: ["AccessoryHTTPTool", "AccessoryCrypto"]
