@@ -225,6 +225,23 @@ struct WireBehaviourTests {
         }
     }
 
+    /// RFC 9112 §3.2: an HTTP/1.1 request without Host gets 400 (the link is then closed, as
+    /// for every malformed request); HTTP/1.0 may leave Host out.
+    @Test func anHTTP11RequestWithoutHostGets400AndClose() async throws {
+        try await LinkFixture.withLink { link in
+            try await link.send("GET /status HTTP/1.0\r\n\r\n")
+            #expect(try await link.readResponse().status == 200)
+        }
+        try await LinkFixture.withLink { link in
+            try await link.send("GET /status HTTP/1.1\r\n\r\n")
+            let response = try await link.readResponse()
+            #expect(response.status == 400)
+            #expect(String(decoding: response.body, as: UTF8.self).contains("Host"))
+            #expect(response.header("connection") == "close")
+            #expect(try await link.peerClosesWithoutData())
+        }
+    }
+
     @Test func malformedChunkedBodyGets400AndClose() async throws {
         try await LinkFixture.withLink { link in
             try await link.send("POST /upload HTTP/1.1\r\nHost: accessory\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")

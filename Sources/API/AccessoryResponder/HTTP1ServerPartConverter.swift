@@ -67,6 +67,14 @@ final class HTTP1ServerPartConverter: ChannelDuplexHandler, RemovableChannelHand
         guard hosts.count <= 1 else {
             throw ResponderError(.malformedRequest, "the request has more than one Host header")
         }
+        // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host. (HTTP/1.0
+        // predates Host and may leave it out.)
+        guard hosts.count == 1 || head.version.minor == 0 else {
+            throw ResponderError(
+                .malformedRequest,
+                "an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2); any name will do, e.g. Host: accessory"
+            )
+        }
         guard let path = Self.path(fromRequestTarget: head.uri) else {
             throw ResponderError(.malformedRequest, "the request target is not valid")
         }

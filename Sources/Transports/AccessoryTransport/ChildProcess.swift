@@ -2,16 +2,21 @@ import Glibc
 import NIOCore
 import Synchronization
 
-/// A child process started with `posix_spawn`, reaped by a dedicated thread the moment it
-/// exits, so it never lingers as a zombie whatever its user does.
+/// A child process started with `posix_spawn` in a process group of its own, reaped by a
+/// dedicated thread the moment it exits, so it never lingers as a zombie whatever its user does.
 ///
-/// Signals are sent only while the child is known not to be reaped yet, so a pid the kernel
-/// has handed to an unrelated process is never signalled.
+/// Ending it ends the whole group: a wrapper script (pyenv's `python3`, a virtualenv, any
+/// shell) and everything it started go together, instead of the wrapper dying and its children
+/// living on, adopted by init. Signals go to the group while it is known to exist: while the
+/// child is not reaped (it is a member), or while a member was seen after that (the kernel does
+/// not hand out a group's id while the group has members).
 final class ChildProcess: Sendable {
     let pid: pid_t
     private let exitPromise: EventLoopPromise<ExitStatus>
     /// `nil` while running. Guarded so that "not reaped yet" and "send a signal" are atomic.
     private let status = Mutex<ExitStatus?>(nil)
+    /// Whether the process group may still have members (cleared once `kill` finds none).
+    private let groupMayExist = Atomic<Bool>(true)
 
     private init(pid: pid_t, exitPromise: EventLoopPromise<ExitStatus>) {
         self.pid = pid
@@ -47,18 +52,47 @@ final class ChildProcess: Sendable {
         return process
     }
 
-    /// Sends `signal` unless the child has already been reaped.
+    /// Sends `signal` to the child's process group while it may have members.
     func send(_ signal: CInt) {
         self.status.withLock { status in
-            if status == nil { _ = kill(self.pid, signal) }
+            guard status == nil || self.groupMayExist.load(ordering: .relaxed) else { return }
+            // The group's id is the child's pid (POSIX_SPAWN_SETPGROUP with 0).
+            if kill(-self.pid, signal) != 0 && errno == ESRCH { self.groupMayExist.store(false, ordering: .relaxed) }
         }
     }
 
-    /// Ends the child politely: after `grace` (time to exit on its own once its stdin closed)
-    /// `SIGTERM`, and `SIGKILL` if it is still there `killAfter` later.
+    /// Whether any process of the child's group is still running.
+    var groupIsAlive: Bool {
+        self.status.withLock { status in
+            guard status == nil || self.groupMayExist.load(ordering: .relaxed) else { return false }
+            if kill(-self.pid, 0) != 0 && errno == ESRCH {
+                self.groupMayExist.store(false, ordering: .relaxed)
+                return false
+            }
+            return true
+        }
+    }
+
+    /// Ends the child and its group politely: after `grace` (time to exit on its own once its
+    /// stdin closed) `SIGTERM`, and `SIGKILL` to whatever is still there `killAfter` later.
     func terminate(grace: TimeAmount, killAfter: TimeAmount, on eventLoop: any EventLoop) {
         eventLoop.scheduleTask(in: grace) { self.send(SIGTERM) }
         eventLoop.scheduleTask(in: grace + killAfter) { self.send(SIGKILL) }
+    }
+
+    /// Waits until the child is reaped and no process of its group is left, at most `limit`
+    /// after the child's exit (then the group gets `SIGKILL`).
+    func waitUntilGroupEnded(limit: Duration) async {
+        _ = try? await self.exitFuture.get()
+        let clock = ContinuousClock()
+        let deadline = clock.now + limit
+        while self.groupIsAlive {
+            if clock.now >= deadline {
+                self.send(SIGKILL)
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     /// Blocks until the child exits, reaps it and completes ``exitFuture``.
@@ -115,9 +149,13 @@ final class ChildProcess: Sendable {
             sigaddset(&defaultSignals, signal)
         }
         posix_spawnattr_setsigdefault(&attributes, &defaultSignals)
-        // Same process group as this one: Ctrl-C reaches the child as it would in a shell
-        // pipeline, and a child such as ssh may still prompt on the terminal.
-        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        // A process group of its own (its id is the child's pid), so that ending the device
+        // ends everything the command started. The price: the group is not the terminal's
+        // foreground group, so Ctrl-C reaches it through us (the link closes, the group is
+        // ended), and a command that prompts on the terminal (an ssh password) is stopped
+        // instead: use keys or SSH_ASKPASS.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        let flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP
         posix_spawnattr_setflags(&attributes, Int16(flags))
 
         var argv: [UnsafeMutablePointer<CChar>?] = []

@@ -7,9 +7,10 @@ import NIOPosix
 /// --device stdio`.
 ///
 /// Each `open` starts a new process. Its stderr is kept (the last 4 KiB) for
-/// ``OpenedByteStream/diagnostics()``. When the channel closes, the child's stdin closes; a
-/// child still running after a short grace period gets `SIGTERM`, then `SIGKILL`, and it is
-/// always reaped.
+/// ``OpenedByteStream/diagnostics()``. The command runs in a process group of its own. When the
+/// channel closes, the child's stdin closes; if its group is still running after a short grace
+/// period, the whole group gets `SIGTERM`, then `SIGKILL`, so a wrapper script's children end
+/// with it; the child is always reaped.
 public struct ChildProcessTransport: ByteStreamTransport {
     /// The shell command line.
     public let command: String
@@ -112,8 +113,10 @@ public struct ChildProcessTransport: ByteStreamTransport {
             diagnostics: {
                 await Self.describe(process, command: command, stderr: stderr, stderrOpen: stderrChannel != nil)
             },
-            // Closing starts the grace period, then SIGTERM, then SIGKILL; the child is reaped.
-            released: { _ = try? await process.exitFuture.get() }
+            // Closing starts the grace period, then SIGTERM, then SIGKILL to the child's whole
+            // process group; released once the child is reaped and no process of its group is
+            // left (a grandchild that ignores SIGTERM gets the group's SIGKILL).
+            released: { await process.waitUntilGroupEnded(limit: .seconds(2)) }
         )
         return (stream, process)
     }
