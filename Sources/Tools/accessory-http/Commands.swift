@@ -8,6 +8,7 @@ import ArgumentParser
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import Synchronization
 
 @main
 struct AccessoryHTTPCommand: AsyncParsableCommand {
@@ -38,9 +39,14 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
 /// Runs a command body, turning a `CLIError` into its message on stderr and its exit code, and
 /// cancelling the work on SIGINT/SIGTERM so links and serial lines are closed cleanly.
 func runReportingErrors(_ body: @escaping @Sendable () async throws -> Void) async throws {
-    let task = Task { try await body() }
-    let signals = SignalWatcher { task.cancel() }
+    // The watcher first: a signal that came after the work started but before the watcher took
+    // over SIGINT would kill the process outright (the default action), leaving a serial line's
+    // settings changed and a temporary download file behind.
+    let work = CancellableWork()
+    let signals = SignalWatcher { work.cancel() }
     defer { signals.stop() }
+    let task = Task { try await body() }
+    work.start(task)
     do {
         try await task.value
     } catch let error as CLIError {
@@ -346,3 +352,24 @@ extension Serve {
 #elseif canImport(Musl)
     import Musl
 #endif
+
+/// A task that a signal may cancel before it exists: the cancel is kept and applied on start.
+private final class CancellableWork: Sendable {
+    private let state = Mutex<(task: Task<Void, any Error>?, cancelled: Bool)>((nil, false))
+
+    func cancel() {
+        let task = self.state.withLock { state in
+            state.cancelled = true
+            return state.task
+        }
+        task?.cancel()
+    }
+
+    func start(_ task: Task<Void, any Error>) {
+        let cancelled = self.state.withLock { state in
+            state.task = task
+            return state.cancelled
+        }
+        if cancelled { task.cancel() }
+    }
+}
