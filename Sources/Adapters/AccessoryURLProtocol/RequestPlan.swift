@@ -21,8 +21,8 @@ struct RequestPlan: Sendable {
     var cacheable: Bool
     /// `Cache-Control` of the request, for the storage policy.
     var requestCacheControl: String?
-    /// The longest silence of the accessory (`request.timeoutInterval`, and the configuration's
-    /// `timeoutIntervalForRequest` when the session can be read).
+    /// The longest silence of the accessory: `request.timeoutInterval` if the app set it, else
+    /// the configuration's `timeoutIntervalForRequest` (when the session can be read).
     var idleTimeout: Duration?
     /// The whole load (`timeoutIntervalForResource`).
     var resourceTimeout: Duration?
@@ -33,6 +33,8 @@ struct RequestPlan: Sendable {
     /// header, not a `URLProtocol` property, because properties are lost when FoundationNetworking
     /// copies a request. It is never sent to the accessory.
     static let handledHeader = "X-Accessory-URLProtocol-Handled"
+    /// `URLRequest`'s timeoutInterval when the app did not set one.
+    static let defaultRequestTimeout: TimeInterval = 60
     /// The header that carries a 401's `WWW-Authenticate` to the app (see ``makeResponse``).
     static let challengeHeader = "X-Accessory-WWW-Authenticate"
 
@@ -86,11 +88,15 @@ struct RequestPlan: Sendable {
             body = .none
         }
 
+        // As FoundationNetworking's own HTTP protocol does: the request's timeoutInterval when the
+        // app set it, else the configuration's timeoutIntervalForRequest. Whether the app set it
+        // is an internal flag of URLRequest; a value other than the default 60 s stands for it
+        // (an app that sets exactly 60 gets the configuration's value instead).
         var idle: TimeInterval? = canonical.timeoutInterval > 0 ? canonical.timeoutInterval : nil
         var resource: TimeInterval?
         if let configuration {
-            if configuration.timeoutIntervalForRequest > 0 {
-                idle = min(idle ?? .infinity, configuration.timeoutIntervalForRequest)
+            if canonical.timeoutInterval == Self.defaultRequestTimeout, configuration.timeoutIntervalForRequest > 0 {
+                idle = configuration.timeoutIntervalForRequest
             }
             if configuration.timeoutIntervalForResource > 0 { resource = configuration.timeoutIntervalForResource }
         }
