@@ -8,6 +8,8 @@ import Testing
 struct Fetched: Sendable {
     let status: Int
     let body: String
+    var head = HTTPResponse(status: .ok)
+    var bodyBytes: [UInt8] = []
 }
 
 struct ConsumerGaveUp: Error {}
@@ -24,7 +26,12 @@ extension HTTPLink {
         request.headerFields = headers
         return try await self.execute(request, body: body) { response in
             let bytes = try await response.body.collect(upTo: limit)
-            return Fetched(status: response.head.status.code, body: String(buffer: bytes))
+            return Fetched(
+                status: response.head.status.code,
+                body: String(buffer: bytes),
+                head: response.head,
+                bodyBytes: Array(bytes.readableBytesView)
+            )
         }
     }
 }

@@ -19,6 +19,21 @@ struct RequestCommandTests {
         try await runCLI(arguments, scratch: self.scratch, env: env, stdin: stdin, sourceLocation: sourceLocation)
     }
 
+    /// `--compressed`, as curl: asks for gzip and writes the body decoded; without it the bytes
+    /// are written as the device sent them. Against a Python device that always gzips.
+    @Test func compressedAsksForGzipAndWritesTheBodyDecoded() async throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/gzip-device.py").path
+        let text = String(repeating: "hello, compressed world\n", count: 20)
+        let decoded = try await cli(["--device", "exec:python3 \(script)", "get", "--compressed", "-i", "/text"])
+        #expect(decoded.status == 0, "\(decoded)")
+        #expect(decoded.stdoutText.hasSuffix("\r\n\r\n" + text), "\(decoded)")
+        #expect(decoded.stdoutText.contains("X-Seen-Accept-Encoding: deflate, gzip"), "\(decoded)")
+        let raw = try await cli(["--device", "exec:python3 \(script)", "get", "/text"])
+        #expect(raw.status == 0, "\(raw)")
+        #expect(raw.stdout.prefix(2) == [0x1f, 0x8b], "the gzip bytes as sent: \(raw)")
+    }
+
     @Test func getStatusPrintsTheIdentityAsJSON() async throws {
         let result = try await cli(["--device", "emulator", "get", "/status"])
         #expect(result.status == 0, "\(result)")

@@ -48,7 +48,7 @@ public struct AccessoryRoute: Sendable {
         name: String,
         transport: any ByteStreamTransport,
         httpHosts: Set<String> = [],
-        clientConfiguration: AccessoryClient.Configuration = .init(),
+        clientConfiguration: AccessoryClient.Configuration = .urlSession,
         tls: TLSConfiguration? = nil,
         maxBufferedBodySize: Int = 64 * 1024 * 1024
     ) {
@@ -67,7 +67,7 @@ public struct AccessoryRoute: Sendable {
         name: String,
         device: DeviceSpec,
         httpHosts: Set<String> = [],
-        clientConfiguration: AccessoryClient.Configuration = .init(),
+        clientConfiguration: AccessoryClient.Configuration = .urlSession,
         tls: TLSConfiguration? = nil,
         maxBufferedBodySize: Int = 64 * 1024 * 1024
     ) {
@@ -110,5 +110,16 @@ public struct AccessoryRoute: Sendable {
     public var credentialProvider: (any CredentialProvider)? {
         get { self.clientConfiguration.credentialProvider }
         set { self.clientConfiguration.credentialProvider = newValue }
+    }
+}
+
+extension AccessoryClient.Configuration {
+    /// What a route uses unless given a configuration: as URLSession's own HTTP stack does, it
+    /// asks for a compressed body and decodes `gzip` and `deflate`, whether or not the app set
+    /// `Accept-Encoding` itself (``LinkConfiguration/decompressResponses``).
+    public static var urlSession: AccessoryClient.Configuration {
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.decompressResponses = true
+        return configuration
     }
 }

@@ -1,6 +1,7 @@
 import AccessoryTransport
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 
 /// What the handler reads off NIOHTTP1's parts: framing facts, parser errors as
 /// ``HTTPLinkError``s, and heads as trace text. Pure functions, no state.
@@ -56,6 +57,28 @@ extension HTTPLinkHandler {
                     underlying: error
                 )
             }
+        }
+        if let inflation = error as? NIOHTTPDecompression.DecompressionError {
+            if inflation == .limit {
+                return HTTPLinkError(
+                    .responseTooLarge,
+                    "the device's compressed body inflates more than the configured ratio "
+                        + "(LinkConfiguration.maxDecompressionRatio): refused as a decompression bomb",
+                    underlying: error
+                )
+            }
+            return HTTPLinkError(
+                .malformedResponse,
+                "the device's compressed body (Content-Encoding) could not be decoded (\(inflation))",
+                underlying: error
+            )
+        }
+        if error is NIOHTTPDecompression.ExtraDecompressionError {
+            return HTTPLinkError(
+                .malformedResponse,
+                "the device's compressed body (Content-Encoding) is truncated or has bytes after its end",
+                underlying: error
+            )
         }
         if error is ByteToMessageDecoderError {
             return HTTPLinkError(.malformedResponse, "the device sent a malformed HTTP response", underlying: error)

@@ -39,6 +39,15 @@ public struct LinkConfiguration: Sendable {
     /// How many response body bytes may wait for a slow consumer before reading from the
     /// device pauses (back-pressure). Memory per link stays near this bound.
     public var responseBufferSize: Int = 1024 * 1024
+    /// Ask for a compressed body (`Accept-Encoding: deflate, gzip`, unless the request names its
+    /// own) and decode a `gzip` or `deflate` body before the caller sees it, as URLSession and
+    /// `curl --compressed` do. The head keeps the device's `Content-Encoding` and
+    /// `Content-Length` (of the compressed bytes). A body that inflates more than
+    /// ``maxDecompressionRatio`` times is refused (a decompression bomb). Off by default: the
+    /// caller gets the bytes as the device sent them.
+    public var decompressResponses = false
+    /// How many times larger than its compressed form a decoded body may grow.
+    public var maxDecompressionRatio = 100
     /// Receives a trace of both directions, if set (the CLI's `-v`).
     public var tracer: LinkTracer?
     /// Write request header names in Title-Case (`Content-Type`, `X-Api-Key`), for devices that

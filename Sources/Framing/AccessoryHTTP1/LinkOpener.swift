@@ -1,6 +1,7 @@
 import AccessoryTransport
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 import Synchronization
 
 /// Opens a link's byte stream pair and builds its pipeline (guard, NIOHTTP1's encoder and
@@ -46,18 +47,20 @@ struct LinkOpener: Sendable {
                     limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
                     limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
                     limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
-                    try channel.pipeline.syncOperations.addHandlers([
-                        guardHandler,
-                        HTTPRequestEncoder(),
-                        ByteToMessageHandler(
-                            HTTPResponseDecoder(
-                                leftOverBytesStrategy: .dropBytes,
-                                informationalResponseStrategy: .forward,
-                                limitConfiguration: limits
-                            )
-                        ),
-                        linkHandler,
-                    ])
+                    let decoder = ByteToMessageHandler(
+                        HTTPResponseDecoder(
+                            leftOverBytesStrategy: .dropBytes,
+                            informationalResponseStrategy: .forward,
+                            limitConfiguration: limits
+                        )
+                    )
+                    try channel.pipeline.syncOperations.addHandlers([guardHandler, HTTPRequestEncoder(), decoder])
+                    if configuration.decompressResponses {
+                        try channel.pipeline.syncOperations.addHandler(
+                            NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio))
+                        )
+                    }
+                    try channel.pipeline.syncOperations.addHandler(linkHandler)
                     return channel.eventLoop.makeSucceededFuture(NIOLoopBound(linkHandler, eventLoop: eventLoop))
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)

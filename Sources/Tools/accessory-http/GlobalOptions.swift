@@ -94,7 +94,8 @@ struct GlobalOptions: ParsableArguments {
     /// renderer if there is one (flush it when the exchange ends).
     func makeClient(
         redirects: RedirectPolicy = .default,
-        connectTimeout: Double? = nil
+        connectTimeout: Double? = nil,
+        compressed: Bool = false
     ) throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         let (spec, config) = try self.resolveDevice()
         let transport = try self.tls.wrapClient(try Self.clientTransport(for: spec, config: config), spec: spec)
@@ -103,6 +104,7 @@ struct GlobalOptions: ParsableArguments {
         if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }
         configuration.redirects = redirects
         if let connectTimeout { configuration.link.openTimeout = .seconds(connectTimeout) }
+        configuration.link.decompressResponses = compressed
         let renderer = self.verbose ? TraceRenderer(limit: self.traceLimit) : nil
         if let renderer { configuration.link.tracer = renderer.tracer }
         if case .usb(let selector) = spec, config?.usbQuirks[selector.description]?.titleCaseHeaderNames == true {

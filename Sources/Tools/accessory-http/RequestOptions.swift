@@ -61,6 +61,12 @@ struct RequestOptions: ParsableArguments {
     )
     var maxRedirs: Int = 10
 
+    @Flag(
+        name: .long,
+        help: "Ask for a compressed response (deflate, gzip) and write it decoded, as curl --compressed does."
+    )
+    var compressed = false
+
     func validate() throws {
         if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
         if let connectTimeout, !(connectTimeout > 0) {

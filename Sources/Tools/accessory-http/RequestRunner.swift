@@ -78,7 +78,8 @@ struct RequestRunner {
     private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         try self.globals.makeClient(
             redirects: RedirectPolicy(maxRedirects: self.options.maxRedirs),
-            connectTimeout: self.options.connectTimeout
+            connectTimeout: self.options.connectTimeout,
+            compressed: self.options.compressed
         )
     }
 
