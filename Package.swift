@@ -270,7 +270,7 @@ let package = Package(
             name: "InteropTests",
             dependencies: [
                 "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryCrypto",
-                "AccessoryHTTP1",
+                "AccessoryHTTP1", "AccessoryURLProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

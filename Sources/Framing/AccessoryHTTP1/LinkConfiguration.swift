@@ -46,8 +46,10 @@ public struct LinkConfiguration: Sendable {
     /// ``maxDecompressionRatio`` times is refused (a decompression bomb). Off by default: the
     /// caller gets the bytes as the device sent them.
     public var decompressResponses = false
-    /// How many times larger than its compressed form a decoded body may grow.
-    public var maxDecompressionRatio = 100
+    /// How many times larger than its compressed form a decoded body may grow. Real text can
+    /// reach a few hundred (a repeated line: 300×); deflate's own maximum is about 1030×, which
+    /// only a crafted body (all zeros) comes near.
+    public var maxDecompressionRatio = 1000
     /// Receives a trace of both directions, if set (the CLI's `-v`).
     public var tracer: LinkTracer?
     /// Write request header names in Title-Case (`Content-Type`, `X-Api-Key`), for devices that

@@ -40,6 +40,8 @@ struct LinkStateMachine {
         var consumerGone = false
         /// Whether the consumer can take more of the body now (back-pressure).
         var consumerWantsMore = true
+        /// The final head announced no body whatever its headers say (HEAD, 204, 304).
+        var bodiless = false
     }
 
     enum State: Equatable {
@@ -131,6 +133,12 @@ struct LinkStateMachine {
         return false
     }
 
+    /// Whether the response in progress has no body by its nature (HEAD, 204, 304).
+    var responseIsBodiless: Bool {
+        if case .exchange(let exchange) = self.state { return exchange.bodiless }
+        return false
+    }
+
     /// Whether the link should read from the device now.
     var wantsBytes: Bool {
         switch self.state {
@@ -213,6 +221,7 @@ struct LinkStateMachine {
             bodyAbandoned = true
         }
         exchange.keepAlive = exchange.keepAlive && keepAlive && selfDelimited
+        exchange.bodiless = exchange.isHeadRequest || status == 204 || status == 304
         if exchange.consumerGone {
             if self.policy.closesAbandonedStreams {
                 self.state = .broken

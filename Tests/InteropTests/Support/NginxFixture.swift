@@ -8,6 +8,8 @@ final class NginxFixture: Sendable {
 
     let directory: TemporaryDirectory
     let socketPath: String
+    /// The loopback TCP port nginx also listens on, when asked for one.
+    let tcpPort: UInt16?
     let documentRoot: String
     let process: Subprocess
 
@@ -15,15 +17,35 @@ final class NginxFixture: Sendable {
     static let smallText = "Hello from nginx, read by accessory-http.\n"
     static let randomSize = 5 * 1024 * 1024
 
-    private init(directory: TemporaryDirectory, socketPath: String, documentRoot: String, process: Subprocess) {
+    /// A gzip-able text (`/text.txt`, served gzipped when asked) and a body sent at 10 kB/s
+    /// (`/slow.bin`).
+    static let text = String(repeating: "accessory-http differential line of text, gzip-able.\n", count: 4000)
+    static let slowSize = 1024 * 1024
+
+    private init(
+        directory: TemporaryDirectory,
+        socketPath: String,
+        tcpPort: UInt16?,
+        documentRoot: String,
+        process: Subprocess
+    ) {
         self.directory = directory
         self.socketPath = socketPath
+        self.tcpPort = tcpPort
         self.documentRoot = documentRoot
         self.process = process
     }
 
     /// Starts nginx, runs `body`, and stops nginx and removes its directory however `body` ends.
-    static func with<T>(_ body: (NginxFixture) async throws -> T) async throws -> T {
+    /// - Parameters:
+    ///   - tcpPort: also listen on 127.0.0.1 at this port (for URLSession's own HTTP stack).
+    ///   - stallUpstream: a unix socket that accepts and never answers: `/stall` is proxied to
+    ///     it, so nginx takes the request and sends nothing back.
+    static func with<T>(
+        tcpPort: UInt16? = nil,
+        stallUpstream: String? = nil,
+        _ body: (NginxFixture) async throws -> T
+    ) async throws -> T {
         guard access(Self.executable, X_OK) == 0 else {
             throw TestFailure(
                 "nginx is not installed at \(Self.executable); run scripts/bootstrap (CI installs nginx-light) to run the interoperability tests"
@@ -31,17 +53,28 @@ final class NginxFixture: Sendable {
         }
         let directory = try TemporaryDirectory("ngx")
         defer { directory.remove() }
-        let fixture = try await Self.start(in: directory)
+        let fixture = try await Self.start(in: directory, tcpPort: tcpPort, stallUpstream: stallUpstream)
         defer { fixture.process.stop() }
         return try await body(fixture)
     }
 
-    private static func start(in directory: TemporaryDirectory) async throws -> NginxFixture {
+    private static func start(
+        in directory: TemporaryDirectory,
+        tcpPort: UInt16?,
+        stallUpstream: String?
+    ) async throws -> NginxFixture {
         let root = try directory.makeDirectory("www")
         let temporary = try directory.makeDirectory("tmp")
         try writeFile("\(root)/small.txt", Array(Self.smallText.utf8))
         try writeFile("\(root)/random.bin", secureRandomBytes(Self.randomSize))
         try writeFile("\(root)/empty.txt", [])
+        try writeFile("\(root)/text.txt", Array(Self.text.utf8))
+        try writeFile("\(root)/slow.bin", secureRandomBytes(Self.slowSize))
+        let tcpListen = tcpPort.map { "listen 127.0.0.1:\($0);" } ?? ""
+        let stall =
+            stallUpstream.map {
+                "location = /stall { proxy_pass http://unix:\($0):/; proxy_read_timeout 300s; }"
+            } ?? ""
         let socket = directory.path("ngx.sock")
         let config = """
             daemon off;
@@ -59,7 +92,11 @@ final class NginxFixture: Sendable {
                 types { text/plain txt; application/octet-stream bin; }
                 server {
                     listen unix:\(socket);
+                    \(tcpListen)
                     location / { root \(root); }
+                    location = /text.txt { root \(root); gzip on; gzip_types text/plain; gzip_min_length 1; }
+                    location = /slow.bin { root \(root); limit_rate 10k; }
+                    \(stall)
                     location = /status {
                         default_type application/json;
                         return 200 '{"model":"nginx","ok":true}';
@@ -83,7 +120,13 @@ final class NginxFixture: Sendable {
             process.stop()
             throw TestFailure("nginx did not start accepting on \(socket) within 10 s; its output: \(process.log)")
         }
-        return NginxFixture(directory: directory, socketPath: socket, documentRoot: root, process: process)
+        return NginxFixture(
+            directory: directory,
+            socketPath: socket,
+            tcpPort: tcpPort,
+            documentRoot: root,
+            process: process
+        )
     }
 
     func fileBytes(_ name: String) throws -> [UInt8] { try readFile("\(self.documentRoot)/\(name)") }
