@@ -14,7 +14,10 @@ import Testing
 /// streams, so the abandoned stream is closed, not drained).
 @Suite(.timeLimit(.minutes(1)))
 struct AbandonedRequestURLSessionTests {
-    static let nextAnswerBound: Duration = .milliseconds(500)
+    /// Within 50 ms (issue 19; measured 1-2 ms) as the median of the tries; every try under
+    /// 500 ms, which a loaded machine's scheduling may need (the old behaviour: seconds).
+    static let nextAnswerBound: Duration = .milliseconds(50)
+    static let outlierBound: Duration = .milliseconds(500)
 
     @Test func afterATimeoutOrACancelTheNextRequestIsAnsweredAtOnce() async throws {
         AccessoryRouteTable.shared.add(
@@ -26,6 +29,7 @@ struct AbandonedRequestURLSessionTests {
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
         let status = try Fixture.url("accessory://abandon/status")
+        var times: [Duration] = []
         for attempt in 0..<16 {
             var slow = URLRequest(url: try Fixture.url("accessory://abandon/delay/10"))
             if attempt % 4 == 0 {
@@ -43,8 +47,11 @@ struct AbandonedRequestURLSessionTests {
             let (_, response) = try await session.data(from: status)
             let took = ContinuousClock.now - started
             #expect((response as? HTTPURLResponse)?.statusCode == 200)
-            #expect(took < Self.nextAnswerBound, "attempt \(attempt): the next answer took \(took)")
+            times.append(took)
         }
+        times.sort()
+        #expect(times[times.count / 2] < Self.nextAnswerBound, "median of \(times)")
+        #expect(times[times.count - 1] < Self.outlierBound, "slowest of \(times)")
         await AccessoryRouteTable.shared.remove("abandon")
     }
 }

@@ -11,9 +11,24 @@ import Testing
 /// for the drain bound (5 s) behind a device that was still "thinking".
 @Suite(.timeLimit(.minutes(1)))
 struct AbandonedRequestTests {
-    /// The bound for the next answer: generous against a loaded CI machine, far below the
-    /// drain bound (5 s) that the old behaviour took.
-    static let nextAnswerBound: Duration = .milliseconds(500)
+    /// The next answer comes within 50 ms (issue 19; measured 1-2 ms): the median of the tries
+    /// must be under it, and every try under `outlierBound`, which a loaded machine's scheduling
+    /// may need and which is still far below the 5 s drain the old behaviour waited for.
+    static let nextAnswerBound: Duration = .milliseconds(50)
+    static let outlierBound: Duration = .milliseconds(500)
+
+    /// Checks the times the next answers took (see ``nextAnswerBound``).
+    func expectPrompt(_ times: [Duration], sourceLocation: SourceLocation = #_sourceLocation) {
+        let sorted = times.sorted()
+        guard !sorted.isEmpty else { return }
+        let median = sorted[sorted.count / 2]
+        #expect(median < Self.nextAnswerBound, "median \(median) of \(sorted)", sourceLocation: sourceLocation)
+        #expect(
+            sorted[sorted.count - 1] < Self.outlierBound,
+            "slowest \(sorted[sorted.count - 1]) of \(sorted)",
+            sourceLocation: sourceLocation
+        )
+    }
 
     /// The emulator served on a unix socket, as a daemon or nginx would serve an accessory.
     func withEmulatorOnUnixSocket(_ body: (UnixSocketTransport) async throws -> Void) async throws {
@@ -41,14 +56,15 @@ struct AbandonedRequestTests {
         try await withEmulatorOnUnixSocket { transport in
             let client = AccessoryClient(transport: transport)
             // Intermittent by nature (where in the exchange the cancel lands): 16 tries.
+            var times: [Duration] = []
             for attempt in 0..<16 {
                 let slow = Task { try await client.data(AccessoryRequest(path: "/delay/10")) }
                 try await Task.sleep(for: .milliseconds(20 + attempt * 5))
                 slow.cancel()
                 _ = await slow.result
-                let took = try await self.timedStatus(client)
-                #expect(took < Self.nextAnswerBound, "attempt \(attempt): the next answer took \(took)")
+                times.append(try await self.timedStatus(client))
             }
+            self.expectPrompt(times)
             await client.shutdown()
         }
     }
@@ -56,6 +72,7 @@ struct AbandonedRequestTests {
     @Test func afterATimeoutTheNextRequestIsAnsweredAtOnce() async throws {
         try await withEmulatorOnUnixSocket { transport in
             let client = AccessoryClient(transport: transport)
+            var times: [Duration] = []
             for attempt in 0..<3 {
                 let started = ContinuousClock.now
                 await #expect(throws: AccessoryClientError.self) {
@@ -66,9 +83,9 @@ struct AbandonedRequestTests {
                     timedOutAfter < .seconds(2),
                     "attempt \(attempt): the timeout ended the call after \(timedOutAfter)"
                 )
-                let took = try await self.timedStatus(client)
-                #expect(took < Self.nextAnswerBound, "attempt \(attempt): the next answer took \(took)")
+                times.append(try await self.timedStatus(client))
             }
+            self.expectPrompt(times)
             await client.shutdown()
         }
     }
@@ -76,14 +93,15 @@ struct AbandonedRequestTests {
     @Test func aBodyLeftHalfReadDoesNotHoldUpTheNextRequest() async throws {
         try await withEmulatorOnUnixSocket { transport in
             let client = AccessoryClient(transport: transport)
+            var times: [Duration] = []
             for _ in 0..<16 {
                 // A large body the caller stops reading after its first part.
                 try await client.execute(AccessoryRequest(path: "/bytes/50000000")) { response in
                     for try await _ in response.body { break }
                 }
-                let took = try await self.timedStatus(client)
-                #expect(took < Self.nextAnswerBound, "the next answer took \(took)")
+                times.append(try await self.timedStatus(client))
             }
+            self.expectPrompt(times)
             await client.shutdown()
         }
     }
