@@ -62,6 +62,33 @@ struct DeviceResolverTests {
         #expect(body.contains("python on stdio"), "\(body)")
     }
 
+    /// `exec?independent:` — every run of the command is its own stream, so a request that timed
+    /// out ends that run instead of being drained, and the next request starts a new one at
+    /// once (with plain `exec:` it would wait behind the drain, bounded by 5 s).
+    @Test func anIndependentExecDeviceIsNotDrained() async throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/stdio-device.py").path
+        let spec = try DeviceSpec(parsing: "exec?independent:python3 \(script)")
+        let transport = try DeviceResolver().transport(for: spec)
+        #expect(transport.opensIndependentStreams)
+        #expect(
+            !(try DeviceResolver().transport(for: DeviceSpec(parsing: "exec:python3 \(script)")).opensIndependentStreams)
+        )
+        let client = AccessoryClient(transport: transport)
+        for attempt in 0..<3 {
+            await #expect(throws: AccessoryClientError.self) {
+                _ = try await client.data(AccessoryRequest(path: "/slow", timeout: .milliseconds(300)))
+            }
+            let started = ContinuousClock.now
+            let (head, _) = try await client.data(AccessoryRequest(path: "/status"))
+            let took = ContinuousClock.now - started
+            #expect(head.status == .ok)
+            // A new python3 process starts in well under a second; the drain would take 5 s.
+            #expect(took < .seconds(2), "attempt \(attempt): the next answer took \(took)")
+        }
+        await client.shutdown()
+    }
+
     @Test func serialLineOverAPty() async throws {
         // The responder plays the accessory on the pty's master side; the spec names the
         // slave, as it would name /dev/ttyACM0. No socat: nothing to reap.

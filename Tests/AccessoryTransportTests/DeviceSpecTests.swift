@@ -11,6 +11,10 @@ import Testing
         ("UNIX:/run/acc.sock", .unix(path: "/run/acc.sock")),
         ("exec:socat - /dev/ttyACM0", .exec(command: "socat - /dev/ttyACM0")),
         ("exec:sh -c 'echo a:b?c=d'", .exec(command: "sh -c 'echo a:b?c=d'")),
+        (
+            "exec?independent:ssh gadget serve --device stdio",
+            .exec(command: "ssh gadget serve --device stdio", independentStreams: true)
+        ),
         ("serial:/dev/ttyACM0", .serial(path: "/dev/ttyACM0", settings: SerialSettings())),
         (
             "serial:/dev/ttyACM0?baud=115200&flow=rtscts&data=8&parity=none&stop=1",

@@ -24,16 +24,23 @@ public struct ChildProcessTransport: ByteStreamTransport {
     /// The longest ``OpenedByteStream/diagnostics()`` waits for the child to exit.
     static let diagnosticsWait: Duration = .milliseconds(500)
 
-    public init(command: String) {
-        self.init(command: command, shell: "/bin/sh")
+    /// Whether every run of the command is an independent stream (see ``DeviceSpec/exec(command:independentStreams:)``).
+    public let opensIndependentStreams: Bool
+
+    /// - Parameter opensIndependentStreams: every run of `command` is its own stream, not a
+    ///   door to a line another run may still be talking on; then an abandoned response ends
+    ///   the run instead of being drained. Off by default.
+    public init(command: String, opensIndependentStreams: Bool = false) {
+        self.init(command: command, shell: "/bin/sh", opensIndependentStreams: opensIndependentStreams)
     }
 
-    init(command: String, shell: String) {
+    init(command: String, shell: String, opensIndependentStreams: Bool = false) {
         self.command = command
         self.shell = shell
+        self.opensIndependentStreams = opensIndependentStreams
     }
 
-    public var description: String { "exec:\(self.command)" }
+    public var description: String { (self.opensIndependentStreams ? "exec?independent:" : "exec:") + self.command }
 
     public func open(
         on eventLoop: any EventLoop,

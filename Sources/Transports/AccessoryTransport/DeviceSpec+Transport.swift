@@ -17,8 +17,8 @@ extension DeviceSpec {
             return StdioTransport()
         case .unix(let path):
             return UnixSocketTransport(path: path)
-        case .exec(let command):
-            return ChildProcessTransport(command: command)
+        case .exec(let command, let independentStreams):
+            return ChildProcessTransport(command: command, opensIndependentStreams: independentStreams)
         case .serial(let path, let settings):
             return SerialTransport(path: path, settings: settings)
         case .usb(let selector):

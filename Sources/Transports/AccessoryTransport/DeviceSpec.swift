@@ -18,7 +18,12 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     /// working directory when the socket is opened.
     case unix(path: String)
     /// `exec:COMMAND`: the standard input and output of a child process run with `/bin/sh -c`.
-    case exec(command: String)
+    /// `exec?independent:COMMAND` says that every run of the command is an independent stream
+    /// (it does not reach a line that another run may still be talking on), so an abandoned
+    /// response is not drained: that run is ended and the next request starts a new one (see
+    /// `ByteStreamTransport.opensIndependentStreams`). Off by default: a command such as
+    /// `socat - /dev/ttyACM0` reaches a shared line.
+    case exec(command: String, independentStreams: Bool = false)
     /// `serial:PATH[?baud=…&data=…&parity=…&stop=…&flow=…]`: a serial tty.
     case serial(path: String, settings: SerialSettings)
     /// `usb:VID:PID[?serial=…&port=…&interface=…]`: a USB accessory's bulk endpoints.
@@ -45,6 +50,8 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
           unix:PATH               a unix stream socket, e.g. unix:/run/acc.sock
           exec:COMMAND            a child process's stdin/stdout, run with /bin/sh -c,
                                   e.g. exec:socat - /dev/ttyACM0,raw,echo=0
+          exec?independent:COMMAND  the same, for a command whose every run is its own stream
+                                  (an abandoned answer ends the run instead of being drained)
           serial:PATH[?OPTIONS]   a serial tty, e.g. serial:/dev/ttyACM0?baud=115200&flow=rtscts
                                   options (default): baud=N (115200), data=5|6|7|8 (8),
                                   parity=none|even|odd (none), stop=1|2 (1), flow=none|rtscts (none)
@@ -64,8 +71,8 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
             return "stdio"
         case .unix(let path):
             return "unix:\(path)"
-        case .exec(let command):
-            return "exec:\(command)"
+        case .exec(let command, let independentStreams):
+            return (independentStreams ? "exec?independent:" : "exec:") + command
         case .serial(let path, let settings):
             let defaults = SerialSettings()
             var options: [String] = []

@@ -25,12 +25,12 @@ struct DeviceSpecParser {
             guard !rest.isEmpty else { throw self.invalid("unix: needs the socket's path, e.g. unix:/run/acc.sock") }
             try self.rejectNUL(rest)
             return .unix(path: rest)
-        case "exec":
+        case "exec", "exec?independent":
             guard rest.contains(where: { !$0.isWhitespace }) else {
                 throw self.invalid("exec: needs a command, e.g. exec:socat - /dev/ttyACM0")
             }
             try self.rejectNUL(rest)
-            return .exec(command: rest)
+            return .exec(command: rest, independentStreams: scheme == "exec?independent")
         case "serial":
             return try self.parseSerial(rest)
         case "usb":
