@@ -59,18 +59,23 @@ struct ExchangeHandle: Sendable {
 /// How an exchange ended, readable from any thread without waiting: recorded on the event loop
 /// no later than `completion` succeeds, so a caller can tell at once whether the link is free.
 final class ExchangeOutcome: Sendable {
-    /// 0: going on; 1: over, the link reusable; 2: over, the link closed.
+    /// 0: going on; 1: over, the link reusable; 2: over, the link closed; 3: the link closed
+    /// before a byte of the response arrived.
     private let value = Atomic<UInt8>(0)
 
-    func record(reusable: Bool) {
-        self.value.store(reusable ? 1 : 2, ordering: .releasing)
+    func record(reusable: Bool, answered: Bool = true) {
+        self.value.store(reusable ? 1 : answered ? 2 : 3, ordering: .releasing)
     }
+
+    /// The link failed before the device sent a byte of the response: on a reused link, the
+    /// device most likely closed it while idle, and an idempotent request may be sent again.
+    var failedUnanswered: Bool { self.value.load(ordering: .acquiring) == 3 }
 
     /// Whether the link may be reused, once the exchange is over; `nil` until then.
     var reusable: Bool? {
         switch self.value.load(ordering: .acquiring) {
         case 1: return true
-        case 2: return false
+        case 2, 3: return false
         default: return nil
         }
     }
@@ -237,8 +242,10 @@ struct ExchangePorts {
         self.completion.succeed(reusable)
     }
 
-    /// The link failed during the exchange.
-    mutating func fail(_ error: HTTPLinkError) {
+    /// The link failed during the exchange; `answered`: a byte of the response had arrived.
+    mutating func fail(_ error: HTTPLinkError, answered: Bool) {
+        // First: the caller, woken by the failures below, reads it at once.
+        self.outcome.record(reusable: false, answered: answered)
         self.cancelTimers()
         self.head?.fail(error)
         self.head = nil
@@ -247,7 +254,6 @@ struct ExchangePorts {
         self.writabilityWaiters.removeAll()
         for waiter in waiters { waiter.fail(error) }
         self.body.finish(error)
-        self.outcome.record(reusable: false)
         self.completion.succeed(false)
     }
 

@@ -105,6 +105,27 @@ public final class HTTPLink: Sendable {
         deadline: ContinuousClock.Instant?,
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
+        do {
+            return try await self.performOnce(request, body: body, deadline: deadline, retryable: true, handle)
+        } catch let retry as RetryOnAFreshLink {
+            self.configuration.tracer?.emit(
+                .note("the device closed the idle link as the request went out; sending it again on a fresh link")
+            )
+            do {
+                return try await self.performOnce(request, body: body, deadline: deadline, retryable: false, handle)
+            } catch {
+                throw error is RetryOnAFreshLink ? retry.error : error
+            }
+        }
+    }
+
+    private func performOnce<Result: Sendable>(
+        _ request: HTTPRequest,
+        body: HTTPRequestBody,
+        deadline: ContinuousClock.Instant?,
+        retryable: Bool,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
         try RequestValidation.validate(request)
         let head = try RequestHead.make(request, body: body, configuration: self.configuration)
         let nioDeadline = deadline.map { NIODeadline.now() + TimeAmount(ContinuousClock.now.duration(to: $0)) }
@@ -126,6 +147,7 @@ public final class HTTPLink: Sendable {
         // the exchange; only when it is not (or none is open) is a connection opened first.
         let connection: Connection
         let exchange: ExchangeHandle
+        var reused = false
         if let existing = try self.existingConnection(),
             let started = try await self.startExchange(
                 on: existing,
@@ -136,7 +158,7 @@ public final class HTTPLink: Sendable {
                 ifUsable: true
             )
         {
-            (connection, exchange) = (existing, started)
+            (connection, exchange, reused) = (existing, started, true)
         } else {
             connection = try await self.openConnection()
             guard
@@ -165,7 +187,13 @@ public final class HTTPLink: Sendable {
             return result
         } catch {
             releasedBehind = self.release(exchange, connection)
-            throw try await self.enrich(error, connection)
+            let enriched = try await self.enrich(error, connection)
+            if retryable, reused, exchange.outcome.failedUnanswered, (enriched as? HTTPLinkError)?.code == .linkClosed,
+                ResendPolicy.mayResend(request, body)
+            {
+                throw RetryOnAFreshLink(error: enriched)
+            }
+            throw enriched
         }
     }
 

@@ -392,7 +392,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         self.idleTimer = nil
         if var ports = self.ports {
             self.ports = nil
-            ports.fail(error)
+            ports.fail(error, answered: self.guardHandler.responseStart.readableBytes > 0)
         }
         if self.isActive { self.context?.close(promise: nil) }
     }
