@@ -95,6 +95,10 @@ final class Scratch: Sendable {
             "XDG_CONFIG_HOME": self.configHome.path,
             "LANG": "C.UTF-8",
         ]
+        // A sanitizer run (scripts/test --sanitize) configures the CLI processes too.
+        for name in ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"] {
+            if let value = ProcessInfo.processInfo.environment[name] { environment[name] = value }
+        }
         environment.merge(extra) { $1 }
         return environment
     }
