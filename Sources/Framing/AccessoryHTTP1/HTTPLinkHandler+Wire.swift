@@ -10,6 +10,25 @@ extension HTTPLinkHandler {
         head.headers["expect"].contains { $0.lowercased() == "100-continue" }
     }
 
+    /// NIO's decompressor calls a bodiless answer (HEAD, 204, 304) that carries a
+    /// Content-Encoding truncated: there was nothing to decode, so it is no error.
+    static func hadNothingToDecode(_ error: any Error, bodiless: Bool) -> Bool {
+        bodiless && error as? NIOHTTPDecompression.ExtraDecompressionError == .truncatedData
+    }
+
+    /// What is wrong with a head's framing that the parser lets through: a Transfer-Encoding
+    /// other than `chunked` alone. With another coding last the body would run to the link's
+    /// close; with one before `chunked` (`gzip, chunked`) it is a coding this client never
+    /// asked for (it sends no TE) and does not decode. Either way the link cannot be trusted.
+    static func framingProblem(_ head: HTTPResponseHead) -> String? {
+        let codings = head.headers["transfer-encoding"]
+            .flatMap { $0.split(separator: ",") }
+            .map { String($0.filter { $0 != " " && $0 != "\t" }).lowercased() }
+        guard !codings.isEmpty, codings != ["chunked"] else { return nil }
+        let named = UntrustedText.printable(codings.joined(separator: ", "))
+        return "the device sent Transfer-Encoding: \(named); only chunked, alone, is understood here"
+    }
+
     static func isSelfDelimited(_ head: HTTPResponseHead, isHeadRequest: Bool) -> Bool {
         let status = Int(head.status.code)
         if isHeadRequest || status == 204 || status == 304 || (100..<200).contains(status) { return true }
@@ -51,11 +70,8 @@ extension HTTPLinkHandler {
                     underlying: error
                 )
             default:
-                return HTTPLinkError(
-                    .malformedResponse,
-                    "the device sent a malformed HTTP response (\(parserError))",
-                    underlying: error
-                )
+                let problem = HeadDiagnosis(responseStart).problem ?? "a malformed HTTP response (\(parserError))"
+                return HTTPLinkError(.malformedResponse, "the device sent \(problem)", underlying: error)
             }
         }
         if let inflation = error as? NIOHTTPDecompression.DecompressionError {
@@ -123,6 +139,8 @@ struct HeadDiagnosis {
         }
         var lengths: [String] = []
         var transferEncoding = false
+        let folded = lines.dropFirst().contains { $0.first == 0x20 || $0.first == 0x09 }
+        let nul = lines.contains { $0.contains(0) }
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self).lowercased()
@@ -138,6 +156,10 @@ struct HeadDiagnosis {
                 "conflicting Content-Length values (\(lengths.map { UntrustedText.printable(String($0.prefix(20))) }.joined(separator: ", "))): ambiguous framing"
         } else if bareLineFeed {
             self.problem = "a head with bare LF line endings (HTTP/1.1 needs CRLF)"
+        } else if nul {
+            self.problem = "a NUL byte in the response head"
+        } else if folded {
+            self.problem = "a folded header line (obs-fold, a line starting with a space or tab; RFC 9112 §5.2)"
         } else {
             self.problem = nil
         }

@@ -1,7 +1,6 @@
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
-import NIOHTTPCompression
 import NIOHTTPTypesHTTP1
 
 /// The last handler of a client link's pipeline: feeds what happens on the channel and what
@@ -84,12 +83,13 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             self.configuration.tracer?.emit(.responseHead(Self.render(head)))
-            let selfDelimited = Self.isSelfDelimited(head, isHeadRequest: self.machine.isHeadRequest)
-            let status = Int(head.status.code)
-            self.run(
-                self.machine.responseHead(status: status, keepAlive: head.isKeepAlive, selfDelimited: selfDelimited),
-                head: head
+            let action = self.machine.responseHead(
+                status: Int(head.status.code),
+                keepAlive: head.isKeepAlive,
+                selfDelimited: Self.isSelfDelimited(head, isHeadRequest: self.machine.isHeadRequest),
+                framingProblem: Self.framingProblem(head)
             )
+            self.run(action, head: head)
         case .body(let buffer):
             self.run(self.machine.responseBody(byteCount: buffer.readableBytes), body: buffer)
         case .end:
@@ -104,9 +104,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // NIO's decompressor calls a bodiless answer with a Content-Encoding truncated: nothing to decode.
-        let truncated = error as? NIOHTTPDecompression.ExtraDecompressionError == .truncatedData
-        if truncated && self.machine.responseIsBodiless { return }
+        if Self.hadNothingToDecode(error, bodiless: self.machine.responseIsBodiless) { return }
         self.fail(Self.linkError(for: error, responseStart: self.guardHandler.responseStart))
     }
 
