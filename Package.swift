@@ -2,7 +2,7 @@
 // accessory-http: HTTP/1.1 over any byte stream pair (USB bulk, serial, pipes, socketpairs).
 //
 // Layers, bottom up (each depends only on the ones before it):
-//   Transports (+ USB, FunctionFS) → Security (TLS) → Framing (HTTP/1.1 link) → API (client, responder)
+//   Transports (+ USB, FunctionFS) → Session → Security (TLS) → Framing (HTTP/1.1 link) → API (client, responder)
 //   → Accessories (emulator) → Adapters (URLProtocol) → Tools (CLI, benchmark)
 // System libraries are reached through `.systemLibrary` targets under Sources/System.
 import PackageDescription
@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "AccessoryClient", targets: ["AccessoryClient"]),
         .library(name: "AccessoryResponder", targets: ["AccessoryResponder"]),
         .library(name: "AccessoryEmulator", targets: ["AccessoryEmulator"]),
+        .library(name: "AccessorySession", targets: ["AccessorySession"]),
         .library(name: "AccessoryTLS", targets: ["AccessoryTLS"]),
         .library(name: "AccessoryUSB", targets: ["AccessoryUSB"]),
         .library(name: "AccessoryFunctionFS", targets: ["AccessoryFunctionFS"]),
@@ -85,7 +86,17 @@ let package = Package(
             path: "Sources/Transports/AccessoryFunctionFS"
         ),
 
-        // MARK: Layer 2: TLS, itself a byte stream transport wrapping another (system OpenSSL)
+        // MARK: Layer 2: the session layer, a restartable, checked byte stream (docs/framing.md)
+        .target(
+            name: "AccessorySession",
+            dependencies: [
+                "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Sources/Session/AccessorySession"
+        ),
+
+        // MARK: Layer 3: TLS, itself a byte stream transport wrapping another (system OpenSSL)
         .target(
             name: "AccessoryTLS",
             dependencies: [
@@ -99,7 +110,7 @@ let package = Package(
             path: "Sources/Security/AccessoryTLS"
         ),
 
-        // MARK: Layer 3: HTTP/1.1 framing and the persistent link (over any transport, TLS or not)
+        // MARK: Layer 4: HTTP/1.1 framing and the persistent link (over any transport, TLS or not)
         .target(
             name: "AccessoryHTTP1",
             dependencies: [
@@ -116,7 +127,7 @@ let package = Package(
             path: "Sources/Framing/AccessoryHTTP1"
         ),
 
-        // MARK: Layer 4: client API and responder
+        // MARK: Layer 5: client API and responder
         .target(
             name: "AccessoryClient",
             dependencies: [
@@ -135,6 +146,7 @@ let package = Package(
             name: "AccessoryResponder",
             dependencies: [
                 "AccessoryTransport",
+                "AccessorySession",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -164,6 +176,7 @@ let package = Package(
             name: "AccessoryDevices",
             dependencies: [
                 "AccessoryTransport",
+                "AccessorySession",
                 "AccessoryUSB",
                 "AccessoryEmulator",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -234,6 +247,16 @@ let package = Package(
             dependencies: [
                 "AccessoryTransport", .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "AccessorySessionTests",
+            dependencies: [
+                "AccessorySession", "AccessoryTransport", "AccessoryClient", "AccessoryResponder", "AccessoryEmulator",
+                "AccessoryDevices", "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         .testTarget(

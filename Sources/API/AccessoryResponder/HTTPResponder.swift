@@ -1,3 +1,4 @@
+import AccessorySession
 import AccessoryTransport
 import Logging
 import NIOCore
@@ -57,19 +58,19 @@ public struct HTTPResponder: Sendable {
             throw ResponderError(.setupFailed, "descriptor \(descriptor) is a regular file, not a byte stream")
         }
         let configuration = self.configuration
-        let channel: ResponderLink
+        let served: ServedLink
         do {
-            channel = try await NIOPipeBootstrap(group: eventLoop)
+            served = try await NIOPipeBootstrap(group: eventLoop)
                 .channelOption(.allowRemoteHalfClosure, value: true)
                 .takingOwnershipOfDescriptor(inputOutput: descriptor) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try ResponderPipeline.configure(channel, configuration: configuration)
+                        try ResponderPipeline.configureLink(channel, configuration: configuration)
                     }
                 }
         } catch {
             throw ResponderError(.setupFailed, "could not serve descriptor \(descriptor): \(error)")
         }
-        await self.session(channel).run()
+        await self.serve(served)
     }
 
     /// Opens `transport` once and serves that link until the peer closes it (or the task is
@@ -83,20 +84,20 @@ public struct HTTPResponder: Sendable {
         on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
     ) async throws {
         let configuration = self.configuration
-        let channel: ResponderLink
+        let served: ServedLink
         do {
-            channel = try await transport.open(
+            served = try await transport.open(
                 on: eventLoop,
                 building: { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try ResponderPipeline.configure(channel, configuration: configuration)
+                        try ResponderPipeline.configureLink(channel, configuration: configuration)
                     }
                 }
             ).output
         } catch {
             throw ResponderError(.setupFailed, "could not open \(transport): \(error)", underlying: error)
         }
-        await self.session(channel).run()
+        await self.serve(served)
     }
 
     /// Listens on a unix socket at `path` and serves every connection (each is a link) until the
@@ -134,14 +135,17 @@ public struct HTTPResponder: Sendable {
         channelInitializer: (@Sendable (any Channel) -> EventLoopFuture<Void>)? = nil
     ) async throws {
         let configuration = self.configuration
-        let server: NIOAsyncChannel<ResponderLink, Never>
+        let server: NIOAsyncChannel<ServedLink, Never>
         do {
             server = try await ServerBootstrap(group: group)
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
                     let prepared = channelInitializer?(channel) ?? channel.eventLoop.makeSucceededVoidFuture()
+                    // TLS sits inside sessions on the host; a TLS listener's connections are
+                    // independent streams that need none, so they are served plain.
+                    let sessions = channelInitializer == nil
                     return prepared.flatMapThrowing {
-                        try ResponderPipeline.configure(channel, configuration: configuration)
+                        try ResponderPipeline.configureLink(channel, configuration: configuration, sessions: sessions)
                     }
                 }
         } catch {
@@ -163,7 +167,7 @@ public struct HTTPResponder: Sendable {
                 await withDiscardingTaskGroup { group in
                     do {
                         for try await link in connections {
-                            group.addTask { await self.session(link).run() }
+                            group.addTask { await self.serve(link) }
                         }
                     } catch {
                         self.logger.debug("unix socket listener ended", metadata: ["error": "\(error)"])
@@ -175,6 +179,45 @@ public struct HTTPResponder: Sendable {
         } catch {
             self.logger.debug("unix socket listener closed with error", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// Serves a link until its transport closes: with a session layer, every stream the session
+    /// layer ends (a HELLO, the host's CLOSE) gets fresh HTTP handlers and the next one is served.
+    private func serve(_ served: ServedLink) async {
+        guard let session = served.session else {
+            await self.session(served.link).run()
+            return
+        }
+        let channel = served.link.channel
+        let eventLoop = channel.eventLoop
+        let configuration = self.configuration
+        var link = served.link
+        while !Task.isCancelled {
+            let boundary = eventLoop.flatSubmit { session.value.boundary(on: eventLoop) }
+            let current = link
+            let ended: SessionResponderHandler.Boundary = await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.session(current).run() }
+                let ended = (try? await boundary.get()) ?? .transportClosed
+                // A new HELLO or the host's CLOSE: the handler still running (a long download, a
+                // sleep) is stopped now, not when it next writes.
+                if ended != .endedByResponder { group.cancelAll() }
+                await group.waitForAll()
+                return ended
+            }
+            guard ended != .transportClosed, !Task.isCancelled else { break }
+            do {
+                link = try await eventLoop.flatSubmit {
+                    ResponderPipeline.rebuild(channel, configuration: configuration).map { link in
+                        session.value.attach()
+                        return link
+                    }
+                }.get()
+            } catch {
+                self.logger.debug("could not renew the link's HTTP handlers", metadata: ["error": "\(error)"])
+                break
+            }
+        }
+        try? await eventLoop.flatSubmit { session.value.closeTransport(on: eventLoop) }.get()
     }
 
     private func session(_ channel: ResponderLink) -> LinkSession {

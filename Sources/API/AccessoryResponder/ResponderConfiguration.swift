@@ -36,5 +36,14 @@ public struct ResponderConfiguration: Sendable {
     public var runsHandlersOnEventLoop = true
 
     /// Creates the default configuration.
+    /// Whether links served on a byte stream (a tty, stdio, a socketpair, a USB gadget, a unix
+    /// socket without TLS) also speak the session layer (docs/framing.md §6): plain HTTP/1.1
+    /// until a valid HELLO arrives, then sessions. Hosts that never send HELLO see no
+    /// difference.
+    public var acceptsSessions = true
+
+    /// Receives one line per session frame sent (`>`) or received (`<`), for `serve -v`.
+    public var sessionTracer: (@Sendable (String) -> Void)? = nil
+
     public init() {}
 }

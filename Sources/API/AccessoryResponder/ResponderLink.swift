@@ -1,3 +1,4 @@
+import AccessorySession
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
@@ -120,6 +121,8 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var partWaiter: Waiter<HTTPRequestPart?>?
     private var writabilityWaiters: [Waiter<Void>] = []
     private var readHeldBack = false
+    /// The session layer ended the stream this handler serves.
+    private var streamEnded = false
 
     init(eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
@@ -154,6 +157,14 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .inputClosed = event as? ChannelEvent {
             self.endInbound(.success(()))
+        }
+        if event is SessionStreamEnded {
+            // The session layer ended this stream (a new HELLO, the host's CLOSE): the exchange
+            // in progress stops, nothing more is written for it.
+            self.streamEnded = true
+            self.endInbound(.success(()))
+            self.failWritabilityWaiters()
+            return
         }
         context.fireUserInboundEventTriggered(event)
     }
@@ -223,7 +234,7 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Writes and flushes `parts`; returns whether the link can take more right away.
     func write(_ parts: some Sequence<HTTPResponsePart>) throws -> Bool {
-        guard let context = self.context, context.channel.isActive else {
+        guard let context = self.context, context.channel.isActive, !self.streamEnded else {
             throw ResponderError(.connectionClosed, "the link closed before the response could be sent")
         }
         for part in parts {
@@ -234,7 +245,7 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     }
 
     func waitForWritability(_ waiter: Waiter<Void>) {
-        guard let context = self.context, context.channel.isActive else {
+        guard let context = self.context, context.channel.isActive, !self.streamEnded else {
             waiter.resume(
                 with: .failure(ResponderError(.connectionClosed, "the link closed while a response was being sent"))
             )

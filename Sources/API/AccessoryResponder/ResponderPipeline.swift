@@ -1,10 +1,29 @@
+import AccessorySession
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 
+/// A link as its serving task gets it: the HTTP side, and the session layer below it if any.
+struct ServedLink: Sendable {
+    var link: ResponderLink
+    let session: NIOLoopBound<SessionResponderHandler>?
+}
+
 /// Installs the responder's handlers on a channel and wraps it for the link's task.
 enum ResponderPipeline {
+
+    /// The session layer (when the configuration accepts sessions and `sessions` is true) and
+    /// the HTTP handlers above it. Must run on the channel's event loop.
+    static func configureLink(
+        _ channel: any Channel,
+        configuration: ResponderConfiguration,
+        sessions: Bool = true
+    ) throws -> ServedLink {
+        let session = sessions ? try self.addSessionLayer(channel, configuration: configuration) : nil
+        let link = try self.configure(channel, configuration: configuration)
+        return ServedLink(link: link, session: session.map { NIOLoopBound($0, eventLoop: channel.eventLoop) })
+    }
 
     /// Must run on the channel's event loop, before the channel is active.
     ///
@@ -37,5 +56,41 @@ enum ResponderPipeline {
         let handler = ResponderLinkHandler(eventLoop: channel.eventLoop)
         try sync.addHandler(handler)
         return ResponderLink(channel: channel, handler: handler)
+    }
+
+    /// Adds the session layer below the HTTP handlers (docs/framing.md §6), when the
+    /// configuration accepts sessions. Must run before ``configure(_:configuration:)``.
+    static func addSessionLayer(
+        _ channel: any Channel,
+        configuration: ResponderConfiguration
+    ) throws -> SessionResponderHandler? {
+        guard configuration.acceptsSessions else { return nil }
+        let handler = SessionResponderHandler(tracer: configuration.sessionTracer)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        return handler
+    }
+
+    /// Replaces the HTTP handlers with fresh ones for the next stream on the same transport (the
+    /// session layer ended the previous one). Must run on the channel's event loop; the new
+    /// handlers are added once the old ones have left (a decoder leaves on a later tick).
+    static func rebuild(_ channel: any Channel, configuration: ResponderConfiguration) -> EventLoopFuture<ResponderLink>
+    {
+        let sync = channel.pipeline.syncOperations
+        let contexts: [ChannelHandlerContext]
+        do {
+            // configureHTTPServerPipeline adds exactly an encoder and a decoder with these options.
+            contexts = [
+                try sync.context(handlerType: ResponderLinkHandler.self),
+                try sync.context(handlerType: HTTP1ServerPartConverter.self),
+                try sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
+                try sync.context(handlerType: HTTPResponseEncoder.self),
+            ]
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        let removals = contexts.map { sync.removeHandler(context: $0) }
+        return EventLoopFuture.andAllSucceed(removals, on: channel.eventLoop).flatMapThrowing {
+            try self.configure(channel, configuration: configuration)
+        }
     }
 }

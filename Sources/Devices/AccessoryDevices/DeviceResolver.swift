@@ -1,4 +1,5 @@
 import AccessoryEmulator
+import AccessorySession
 import AccessoryTransport
 import AccessoryUSB
 import NIOCore
@@ -23,6 +24,8 @@ public struct DeviceResolver: Sendable {
     /// Quirks for `usb:` devices, keyed by the selector as written (`1209:0001`,
     /// `1209:0001?serial=X`): what `quirks` lines in the config file give.
     public var usbQuirks: [String: USBQuirks]
+    /// The opener's settings for specs with `session=on` or `session=auto`.
+    public var sessionConfiguration = SessionTransport.Configuration()
 
     /// A resolver with the shared event loop group and no USB quirks.
     public init(
@@ -34,16 +37,34 @@ public struct DeviceResolver: Sendable {
     }
 
     /// The transport for `spec`. Nothing is opened yet: the link opens it on its first request.
+    ///
+    /// `session=on` wraps the device's transport in a `SessionTransport`, `session=auto` in an
+    /// `AutoSessionTransport` (module AccessorySession).
+    ///
+    /// - Throws: ``TransportError`` (``TransportError/Code/unsupported``) for `http=2`, which this
+    ///   build does not speak yet.
     public func transport(for spec: DeviceSpec) throws(TransportError) -> any ByteStreamTransport {
-        switch spec {
+        guard spec.link.http == .http1_1 else {
+            throw TransportError(
+                .unsupported,
+                "\(spec): http=2 (HTTP/2 over the link) is not in this build yet; use http=1.1, with session=on for a line that must survive killed clients"
+            )
+        }
+        let device: any ByteStreamTransport
+        switch spec.kind {
         case .emulator:
-            return EmulatedAccessory().socketPairTransport(on: self.eventLoopGroup)
+            device = EmulatedAccessory().socketPairTransport(on: self.eventLoopGroup)
         case .usb(let selector):
             var configuration = USBTransport.Configuration()
             if let quirks = self.quirks(for: selector) { configuration.apply(quirks) }
-            return USBTransport(selector: selector, configuration: configuration)
+            device = USBTransport(selector: selector, configuration: configuration)
         case .stdio, .unix, .exec, .serial:
-            return try spec.makeTransport()
+            device = try DeviceSpec(spec.kind).makeTransport()
+        }
+        switch spec.link.session {
+        case .off: return device
+        case .on: return SessionTransport(wrapping: device, configuration: self.sessionConfiguration)
+        case .auto: return AutoSessionTransport(wrapping: device, configuration: self.sessionConfiguration)
         }
     }
 

@@ -233,7 +233,7 @@ struct Serve: AsyncParsableCommand {
             let responder = EmulatedAccessory().makeResponder()
             let group = MultiThreadedEventLoopGroup.singleton
             let tls = try globals.tls.serverConfiguration()
-            switch spec {
+            switch spec.kind {
             case .emulator:
                 throw CLIError(
                     .usage,
@@ -264,7 +264,9 @@ struct Serve: AsyncParsableCommand {
                         "--socket-mode and --socket-group apply to serve --device unix:PATH only, not to \(spec)"
                     )
                 }
-                let plain = try GlobalOptions.clientTransport(for: spec)
+                // The responder always accepts sessions (docs/framing.md §6): link options are
+                // the host's choice, not the device's.
+                let plain = try GlobalOptions.clientTransport(for: DeviceSpec(spec.kind))
                 let transport: any ByteStreamTransport =
                     tls.map { TLSTransport(wrapping: plain, configuration: $0) } ?? plain
                 if globals.verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }

@@ -18,7 +18,7 @@ extension ConfigFile {
         let inner = String(line.dropFirst().dropLast()).trimmingSpaces()
         let words = inner.split(separator: " ", omittingEmptySubsequences: true)
         guard words.count == 2, words[0] == "usb",
-            case .usb(let selector)? = try? DeviceSpec(parsing: "usb:\(words[1])")
+            case .usb(let selector)? = (try? DeviceSpec(parsing: "usb:\(words[1])"))?.kind
         else {
             throw CLIError(
                 .usage,

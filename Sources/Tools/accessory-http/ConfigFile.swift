@@ -1,3 +1,4 @@
+import AccessoryTransport
 import AccessoryUSB
 
 #if canImport(Glibc)
@@ -17,6 +18,9 @@ struct ConfigFile {
     var device: String?
     var host: String?
     var timeout: Double?
+    /// `session = off|on|auto`, `http = 1.1|2`: the link options for a spec that gives none.
+    var session: LinkOptions.Session?
+    var http: LinkOptions.HTTPVersion?
     var usbQuirks: [String: USBQuirks] = [:]
     var path: String
 
@@ -63,10 +67,20 @@ struct ConfigFile {
                     )
                 }
                 config.timeout = seconds
+            case "session":
+                guard let session = LinkOptions.Session(rawValue: value) else {
+                    throw CLIError(.usage, "\(path):\(index + 1): session must be off, on or auto, not \"\(value)\"")
+                }
+                config.session = session
+            case "http":
+                guard let http = LinkOptions.HTTPVersion(rawValue: value) else {
+                    throw CLIError(.usage, "\(path):\(index + 1): http must be 1.1 or 2, not \"\(value)\"")
+                }
+                config.http = http
             default:
                 throw CLIError(
                     .usage,
-                    "\(path):\(index + 1): unknown setting \"\(key)\" (known: device, host, timeout)"
+                    "\(path):\(index + 1): unknown setting \"\(key)\" (known: device, host, timeout, session, http)"
                 )
             }
         }

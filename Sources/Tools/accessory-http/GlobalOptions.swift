@@ -40,6 +40,19 @@ struct GlobalOptions: ParsableArguments {
     )
     var config: String?
 
+    @Flag(
+        name: .long,
+        help: ArgumentHelp(
+            "Use the session layer on the link (the same as session=on in the spec; for exec: too).",
+            discussion:
+                "Every run starts on a clean line, even while the device still sends an answer nobody reads (docs/framing.md)."
+        )
+    )
+    var session = false
+
+    @Flag(name: .long, help: "Use HTTP/2 on the link (the same as http=2 in the spec).")
+    var http2 = false
+
     @OptionGroup(title: "TLS") var tls: TLSOptions
 
     /// The device spec chosen by `--device`, then `$ACCESSORY_HTTP_DEVICE`, then the config file.
@@ -63,11 +76,18 @@ struct GlobalOptions: ParsableArguments {
                 """
             )
         }
+        var spec: DeviceSpec
         do {
-            return (try DeviceSpec(parsing: text), config)
+            spec = try DeviceSpec(parsing: text)
         } catch {
             throw CLIError(.usage, "\(source): \(error.message)")
         }
+        // The spec's own options win over the config file's; the flags win over both.
+        if spec.link.session == .off, let session = config?.session { spec.link.session = session }
+        if spec.link.http == .http1_1, let http = config?.http { spec.link.http = http }
+        if self.session { spec.link.session = .on }
+        if self.http2 { spec.link.http = .http2 }
+        return (spec, config)
     }
 
     func loadConfig() throws(CLIError) -> ConfigFile? {
@@ -79,10 +99,13 @@ struct GlobalOptions: ParsableArguments {
     /// A transport for a client, from the one resolver every spec kind goes through (the
     /// emulator runs in this process on a socketpair; USB devices get their quirks from the
     /// config file).
-    static func clientTransport(for spec: DeviceSpec, config: ConfigFile? = nil) throws(CLIError)
-        -> any ByteStreamTransport
-    {
-        let resolver = DeviceResolver(usbQuirks: config?.usbQuirks ?? [:])
+    static func clientTransport(
+        for spec: DeviceSpec,
+        config: ConfigFile? = nil,
+        verbose: Bool = false
+    ) throws(CLIError) -> any ByteStreamTransport {
+        var resolver = DeviceResolver(usbQuirks: config?.usbQuirks ?? [:])
+        if verbose { resolver.sessionConfiguration.tracer = { StandardError.write("* \($0)\n") } }
         do {
             return try resolver.transport(for: spec)
         } catch {
@@ -98,7 +121,10 @@ struct GlobalOptions: ParsableArguments {
         compressed: Bool = false
     ) throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         let (spec, config) = try self.resolveDevice()
-        let transport = try self.tls.wrapClient(try Self.clientTransport(for: spec, config: config), spec: spec)
+        let transport = try self.tls.wrapClient(
+            try Self.clientTransport(for: spec, config: config, verbose: self.verbose),
+            spec: spec
+        )
         var configuration = AccessoryClient.Configuration()
         if let host = self.host ?? config?.host { configuration.link.host = host }
         if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }
@@ -107,7 +133,7 @@ struct GlobalOptions: ParsableArguments {
         configuration.link.decompressResponses = compressed
         let renderer = self.verbose ? TraceRenderer(limit: self.traceLimit) : nil
         if let renderer { configuration.link.tracer = renderer.tracer }
-        if case .usb(let selector) = spec, config?.usbQuirks[selector.description]?.titleCaseHeaderNames == true {
+        if case .usb(let selector) = spec.kind, config?.usbQuirks[selector.description]?.titleCaseHeaderNames == true {
             configuration.link.titleCaseHeaderNames = true
         }
         return (AccessoryClient(transport: transport, configuration: configuration), config, renderer)

@@ -231,7 +231,7 @@ struct TLSOptions: ParsableArguments {
     func wrapClient(_ transport: any ByteStreamTransport, spec: DeviceSpec) throws(CLIError) -> any ByteStreamTransport
     {
         guard self.isEnabled else { return transport }
-        if case .emulator = spec {
+        if case .emulator = spec.kind {
             throw CLIError(
                 .usage,
                 "the in-process emulator does not speak TLS; serve it with 'serve --cert … --key …' on unix:PATH and connect to that"

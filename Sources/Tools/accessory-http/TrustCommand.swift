@@ -62,7 +62,7 @@ struct Trust: AsyncParsableCommand {
 
     private static func pair(globals: GlobalOptions, store: TrustStore, yes: Bool) async throws {
         let (spec, _) = try globals.resolveDevice()
-        if case .emulator = spec {
+        if case .emulator = spec.kind {
             throw CLIError(
                 .usage,
                 "the in-process emulator does not speak TLS; pair with a device that does (serve --cert … on unix:PATH)"

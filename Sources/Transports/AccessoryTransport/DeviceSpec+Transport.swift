@@ -5,9 +5,15 @@ extension DeviceSpec {
     /// come from users.
     ///
     /// - Throws: ``TransportError/Code/unsupported`` for ``emulator`` and ``usb(_:)``, which
-    ///   live in modules above this one.
+    ///   live in modules above this one, and for specs with link options (`session=`, `http=`).
     public func makeTransport() throws(TransportError) -> any ByteStreamTransport {
-        switch self {
+        guard self.link == LinkOptions() else {
+            throw TransportError(
+                .unsupported,
+                "\(self) asks for link options (session=, http=) that layers above AccessoryTransport provide; resolve the spec with DeviceResolver (module AccessoryDevices)"
+            )
+        }
+        switch self.kind {
         case .emulator:
             throw TransportError(
                 .unsupported,

@@ -9,27 +9,57 @@
 /// ``description`` prints the canonical form, which parses back to an equal value. Paths and
 /// query values are taken literally (no percent-decoding), so a serial path containing `?` or
 /// a USB serial number containing `&` cannot be written as a spec.
-public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
-    /// `emulator`: the built-in emulated accessory, supplied by the client layer.
-    case emulator
-    /// `stdio`: this process's own standard input and output, e.g. under `socat` or `ssh`.
-    case stdio
-    /// `unix:PATH`: a unix-domain stream socket. A relative path is resolved against the
-    /// working directory when the socket is opened.
-    case unix(path: String)
-    /// `exec:COMMAND`: the standard input and output of a child process run with `/bin/sh -c`.
-    /// `exec?independent:COMMAND` says that every run of the command is an independent stream
-    /// (it does not reach a line that another run may still be talking on), so an abandoned
-    /// response is not drained: that run is ended and the next request starts a new one (see
-    /// `ByteStreamTransport.opensIndependentStreams`). Off by default: a command such as
-    /// `socat - /dev/ttyACM0` reaches a shared line.
-    case exec(command: String, independentStreams: Bool = false)
-    /// `serial:PATH[?baud=…&data=…&parity=…&stop=…&flow=…]`: a serial tty.
-    case serial(path: String, settings: SerialSettings)
-    /// `usb:VID:PID[?serial=…&port=…&interface=…]`: a USB accessory's bulk endpoints.
-    /// Opened by `USBTransport` in AccessoryUSB (libusb); ``makeTransport()`` here throws
-    /// ``TransportError/Code/unsupported`` because AccessoryTransport does not link libusb.
-    case usb(USBDeviceSelector)
+public struct DeviceSpec: Sendable, Hashable, CustomStringConvertible {
+    /// Which device, and how to reach it.
+    public enum Kind: Sendable, Hashable {
+        /// `emulator`: the built-in emulated accessory, supplied by the client layer.
+        case emulator
+        /// `stdio`: this process's own standard input and output, e.g. under `socat` or `ssh`.
+        case stdio
+        /// `unix:PATH`: a unix-domain stream socket. A relative path is resolved against the
+        /// working directory when the socket is opened.
+        case unix(path: String)
+        /// `exec:COMMAND`: the standard input and output of a child process run with `/bin/sh -c`.
+        /// `exec?independent:COMMAND` says that every run of the command is an independent stream
+        /// (it does not reach a line that another run may still be talking on), so an abandoned
+        /// response is not drained: that run is ended and the next request starts a new one (see
+        /// `ByteStreamTransport.opensIndependentStreams`). Off by default: a command such as
+        /// `socat - /dev/ttyACM0` reaches a shared line.
+        case exec(command: String, independentStreams: Bool = false)
+        /// `serial:PATH[?baud=…&data=…&parity=…&stop=…&flow=…]`: a serial tty.
+        case serial(path: String, settings: SerialSettings)
+        /// `usb:VID:PID[?serial=…&port=…&interface=…]`: a USB accessory's bulk endpoints.
+        /// Opened by `USBTransport` in AccessoryUSB (libusb); ``makeTransport()`` here throws
+        /// ``TransportError/Code/unsupported`` because AccessoryTransport does not link libusb.
+        case usb(USBDeviceSelector)
+    }
+
+    /// Which device.
+    public var kind: Kind
+    /// What the link speaks on it: `session=` and `http=` (docs/framing.md).
+    public var link: LinkOptions
+
+    public init(_ kind: Kind, link: LinkOptions = LinkOptions()) {
+        self.kind = kind
+        self.link = link
+    }
+
+    /// `emulator` with default link options.
+    public static let emulator = DeviceSpec(.emulator)
+    /// `stdio`.
+    public static let stdio = DeviceSpec(.stdio)
+    /// `unix:PATH` with default link options.
+    public static func unix(path: String) -> DeviceSpec { DeviceSpec(.unix(path: path)) }
+    /// `exec:COMMAND` (or `exec?independent:COMMAND`).
+    public static func exec(command: String, independentStreams: Bool = false) -> DeviceSpec {
+        DeviceSpec(.exec(command: command, independentStreams: independentStreams))
+    }
+    /// `serial:PATH?…` with default link options.
+    public static func serial(path: String, settings: SerialSettings) -> DeviceSpec {
+        DeviceSpec(.serial(path: path, settings: settings))
+    }
+    /// `usb:VID:PID?…` with default link options.
+    public static func usb(_ selector: USBDeviceSelector) -> DeviceSpec { DeviceSpec(.usb(selector)) }
 
     /// Parses a device spec.
     ///
@@ -58,19 +88,24 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
           usb:VID:PID[?OPTIONS]   a USB accessory's bulk endpoints (libusb), IDs in 4 hex digits,
                                   e.g. usb:1209:0001?serial=A1B2&port=1-2.3&interface=0
                                   options: serial=SERIAL, port=BUS-PORT[.PORT...], interface=N
+        Link options, on emulator, unix:, serial: and usb: (e.g. serial:/dev/ttyACM0?session=on):
+          session=off|on|auto     the session layer (docs/framing.md): on makes every process
+                                  start on a clean line; auto tries it and falls back (off)
+          http=1.1|2              the HTTP version on the link (1.1)
         """
 
     /// The canonical text form; `DeviceSpec(parsing: spec.description) == spec`.
     ///
     /// Serial options equal to their defaults are left out.
     public var description: String {
-        switch self {
+        let link = self.link.queryItems
+        switch self.kind {
         case .emulator:
-            return "emulator"
+            return "emulator" + Self.query(link)
         case .stdio:
             return "stdio"
         case .unix(let path):
-            return "unix:\(path)"
+            return "unix:\(path)" + Self.query(link)
         case .exec(let command, let independentStreams):
             return (independentStreams ? "exec?independent:" : "exec:") + command
         case .serial(let path, let settings):
@@ -81,17 +116,53 @@ public enum DeviceSpec: Sendable, Hashable, CustomStringConvertible {
             if settings.parity != defaults.parity { options.append("parity=\(settings.parity.rawValue)") }
             if settings.stopBits != defaults.stopBits { options.append("stop=\(settings.stopBits.rawValue)") }
             if settings.flowControl != defaults.flowControl { options.append("flow=\(settings.flowControl.rawValue)") }
-            return "serial:\(path)" + Self.query(options)
+            return "serial:\(path)" + Self.query(options + link)
         case .usb(let selector):
             var options: [String] = []
             if let serial = selector.serialNumber { options.append("serial=\(serial)") }
             if let port = selector.portPath { options.append("port=\(port)") }
             if let interface = selector.interfaceNumber { options.append("interface=\(interface)") }
-            return "usb:\(selector)" + Self.query(options)
+            return "usb:\(selector)" + Self.query(options + link)
         }
     }
 
     private static func query(_ options: [String]) -> String {
         options.isEmpty ? "" : "?" + options.joined(separator: "&")
+    }
+}
+
+/// What a link speaks on its device: the `session=` and `http=` options of a device spec, the
+/// same keys in the config file, and the link configuration of the API.
+public struct LinkOptions: Sendable, Hashable {
+    /// `session=`: the session layer under HTTP (docs/framing.md).
+    public enum Session: String, Sendable, Hashable, CaseIterable {
+        /// Plain HTTP/1.1 on the wire (the default: any HTTP/1.1 device works).
+        case off
+        /// Every stream starts with HELLO; the device must speak sessions.
+        case on
+        /// HELLO first; a device that does not answer it in time is spoken to plainly.
+        case auto
+    }
+
+    /// `http=`: the HTTP version on the link.
+    public enum HTTPVersion: String, Sendable, Hashable, CaseIterable {
+        case http1_1 = "1.1"
+        case http2 = "2"
+    }
+
+    public var session: Session
+    public var http: HTTPVersion
+
+    public init(session: Session = .off, http: HTTPVersion = .http1_1) {
+        self.session = session
+        self.http = http
+    }
+
+    /// The options that differ from the defaults, as `key=value` for a spec's query.
+    var queryItems: [String] {
+        var items: [String] = []
+        if self.session != .off { items.append("session=\(self.session.rawValue)") }
+        if self.http != .http1_1 { items.append("http=\(self.http.rawValue)") }
+        return items
     }
 }

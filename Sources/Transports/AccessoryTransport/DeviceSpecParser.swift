@@ -10,6 +10,12 @@ struct DeviceSpecParser {
         case "": throw self.invalid("the spec is empty")
         default: break
         }
+        if self.text.lowercased().hasPrefix("emulator?") {
+            let (_, options) = try self.splitQuery(self.text, known: Self.linkKeys, scheme: "emulator")
+            var link = LinkOptions()
+            for (key, value) in options { try self.parseLinkOption(key, value, into: &link) }
+            return DeviceSpec(.emulator, link: link)
+        }
         guard let colon = self.text.firstIndex(of: ":") else {
             if self.text.hasPrefix("/") || self.text.hasPrefix(".") {
                 throw self.invalid("a bare path is ambiguous; write serial:\(self.text) or unix:\(self.text)")
@@ -22,9 +28,12 @@ struct DeviceSpecParser {
         case "emulator", "stdio":
             throw self.invalid("\"\(scheme)\" takes nothing after it; write just \(scheme)")
         case "unix":
-            guard !rest.isEmpty else { throw self.invalid("unix: needs the socket's path, e.g. unix:/run/acc.sock") }
-            try self.rejectNUL(rest)
-            return .unix(path: rest)
+            let (path, options) = try self.splitQuery(rest, known: Self.linkKeys, scheme: "unix")
+            guard !path.isEmpty else { throw self.invalid("unix: needs the socket's path, e.g. unix:/run/acc.sock") }
+            try self.rejectNUL(path)
+            var link = LinkOptions()
+            for (key, value) in options { try self.parseLinkOption(key, value, into: &link) }
+            return DeviceSpec(.unix(path: path), link: link)
         case "exec", "exec?independent":
             guard rest.contains(where: { !$0.isWhitespace }) else {
                 throw self.invalid("exec: needs a command, e.g. exec:socat - /dev/ttyACM0")
@@ -45,14 +54,17 @@ struct DeviceSpecParser {
     private func parseSerial(_ rest: String) throws(TransportError) -> DeviceSpec {
         let (path, options) = try self.splitQuery(
             rest,
-            known: ["baud", "data", "parity", "stop", "flow"],
+            known: ["baud", "data", "parity", "stop", "flow"] + Self.linkKeys,
             scheme: "serial"
         )
         guard !path.isEmpty else { throw self.invalid("serial: needs the tty's path, e.g. serial:/dev/ttyACM0") }
         try self.rejectNUL(path)
         var settings = SerialSettings()
+        var link = LinkOptions()
         for (key, value) in options {
             switch key {
+            case "session", "http":
+                try self.parseLinkOption(key, value, into: &link)
             case "baud":
                 guard let baud = Self.decimal(value), baud > 0 else {
                     throw self.invalid("baud=\(value) is not a positive whole number of bits per second")
@@ -80,13 +92,17 @@ struct DeviceSpecParser {
                 settings.flowControl = flow
             }
         }
-        return .serial(path: path, settings: settings)
+        return DeviceSpec(.serial(path: path, settings: settings), link: link)
     }
 
     // MARK: usb
 
     private func parseUSB(_ rest: String) throws(TransportError) -> DeviceSpec {
-        let (ids, options) = try self.splitQuery(rest, known: ["serial", "port", "interface"], scheme: "usb")
+        let (ids, options) = try self.splitQuery(
+            rest,
+            known: ["serial", "port", "interface"] + Self.linkKeys,
+            scheme: "usb"
+        )
         let parts = ids.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2 else {
             throw self.invalid("usb: needs VID:PID in hex, e.g. usb:1209:0001")
@@ -94,8 +110,11 @@ struct DeviceSpecParser {
         let vendorID = try self.hexID(parts[0], name: "vendor ID")
         let productID = try self.hexID(parts[1], name: "product ID")
         var selector = USBDeviceSelector(vendorID: vendorID, productID: productID)
+        var link = LinkOptions()
         for (key, value) in options {
             switch key {
+            case "session", "http":
+                try self.parseLinkOption(key, value, into: &link)
             case "serial":
                 selector.serialNumber = value
             case "port":
@@ -110,7 +129,7 @@ struct DeviceSpecParser {
                 selector.interfaceNumber = number
             }
         }
-        return .usb(selector)
+        return DeviceSpec(.usb(selector), link: link)
     }
 
     private func hexID(_ text: Substring, name: String) throws(TransportError) -> UInt16 {
@@ -118,6 +137,24 @@ struct DeviceSpecParser {
             throw self.invalid("the \(name) \"\(text)\" must be exactly 4 hex digits, e.g. 1209")
         }
         return value
+    }
+
+    // MARK: link options
+
+    static let linkKeys = ["session", "http"]
+
+    private func parseLinkOption(_ key: String, _ value: String, into link: inout LinkOptions) throws(TransportError) {
+        if key == "session" {
+            guard let session = LinkOptions.Session(rawValue: value) else {
+                throw self.invalid("session=\(value) must be off, on or auto")
+            }
+            link.session = session
+        } else {
+            guard let version = LinkOptions.HTTPVersion(rawValue: value) else {
+                throw self.invalid("http=\(value) must be 1.1 or 2")
+            }
+            link.http = version
+        }
     }
 
     // MARK: shared

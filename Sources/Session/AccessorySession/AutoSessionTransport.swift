@@ -1,0 +1,75 @@
+import AccessoryTransport
+import NIOCore
+import Synchronization
+
+/// `session=auto`: the first open sends HELLO; a device that answers it gets sessions from then
+/// on, one that does not (within ``fallbackBound``, or by closing the stream) is spoken to in
+/// plain HTTP/1.1 by this and every later open. The decision is kept for the transport's life.
+///
+/// A plain device that receives the HELLO sees 40 bytes that are not HTTP: nginx and Python's
+/// `http.server` answer `400` and close, our own responder answers HELLO (docs/framing.md §6).
+/// On a line that can hold stale bytes the plain open after the fallback waits for the line to
+/// go quiet, as every plain reopen does.
+public struct AutoSessionTransport: ByteStreamTransport {
+    /// How long the first HELLO may wait for its answer before falling back.
+    public static let fallbackBound: Duration = .seconds(1)
+
+    enum Decision { case unknown, sessions, plain }
+
+    public let inner: any ByteStreamTransport
+    private let session: SessionTransport
+    private let decision = SharedDecision()
+
+    public init(wrapping inner: any ByteStreamTransport, configuration: SessionTransport.Configuration = .init()) {
+        self.inner = inner
+        var probe = configuration
+        probe.handshakeTimeout = min(configuration.handshakeTimeout, Self.fallbackBound)
+        self.session = SessionTransport(wrapping: inner, configuration: probe)
+    }
+
+    public var description: String { "auto-session+\(self.inner)" }
+    public var reopenMayCarryStaleBytes: Bool {
+        self.decision.value == .sessions ? false : self.inner.reopenMayCarryStaleBytes
+    }
+    public var opensIndependentStreams: Bool {
+        self.decision.value == .sessions ? true : self.inner.opensIndependentStreams
+    }
+
+    public func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        switch self.decision.value {
+        case .plain:
+            return try await self.inner.open(on: eventLoop, configure: configure)
+        case .sessions:
+            return try await self.session.open(on: eventLoop, configure: configure)
+        case .unknown:
+            do {
+                let stream = try await self.session.open(on: eventLoop, configure: configure)
+                self.decision.value = .sessions
+                return stream
+            } catch let error as SessionError where error.code == .handshakeTimeout {
+                self.decision.value = .plain
+                return try await self.inner.open(on: eventLoop, configure: configure)
+            }
+        }
+    }
+
+    /// Whether the device turned out to speak sessions (`nil` before the first open).
+    public var speaksSessions: Bool? {
+        switch self.decision.value {
+        case .unknown: return nil
+        case .sessions: return true
+        case .plain: return false
+        }
+    }
+
+    final class SharedDecision: Sendable {
+        private let state = Mutex(Decision.unknown)
+        var value: Decision {
+            get { self.state.withLock { $0 } }
+            set { self.state.withLock { $0 = newValue } }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import NIOCore
+
+/// One frame of the session layer (docs/framing.md §1, §2): a 28-byte header, a payload and a
+/// CRC-32C trailer.
+public struct SessionFrame: Sendable, Hashable {
+    /// What a frame is for (docs/framing.md §2).
+    public enum Kind: UInt8, Sendable, Hashable, CaseIterable {
+        case hello = 0x01
+        case helloAck = 0x02
+        case data = 0x03
+        case ping = 0x04
+        case pong = 0x05
+        case close = 0x06
+    }
+
+    /// Why a session ended: the first payload byte of CLOSE (docs/framing.md §2).
+    public enum CloseReason: UInt8, Sendable, Hashable {
+        case endOfStream = 0x01
+        case integrityError = 0x02
+        case protocolError = 0x03
+        case shuttingDown = 0x04
+    }
+
+    public static let magic: [UInt8] = [0xAC, 0xCE, 0x55, 0xED]
+    public static let format: UInt8 = 1
+    /// The header, its CRC included.
+    public static let headerSize = 28
+    /// The header and the trailing frame CRC.
+    public static let overhead = 32
+    /// The largest whole frame: one 16 KiB USB bulk transfer.
+    public static let maxFrameSize = 16384
+    public static let minFrameSize = 64
+    public static let maxPayload = maxFrameSize - overhead
+    /// The session protocol versions this implementation speaks.
+    public static let version: UInt8 = 1
+
+    public var kind: Kind
+    public var nonce: UInt64
+    public var sequence: UInt32
+    public var payload: ByteBuffer
+
+    public init(_ kind: Kind, nonce: UInt64, sequence: UInt32, payload: ByteBuffer = ByteBuffer()) {
+        self.kind = kind
+        self.nonce = nonce
+        self.sequence = sequence
+        self.payload = payload
+    }
+
+    /// The HELLO or HELLO_ACK payload: a version, three zero bytes, the largest frame accepted.
+    public static func handshakePayload(version: UInt8, maxFrame: Int) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeInteger(version)
+        buffer.writeBytes([0, 0, 0])
+        buffer.writeInteger(UInt32(maxFrame))
+        return buffer
+    }
+
+    /// The CLOSE payload: a reason and three zero bytes, then an optional short text.
+    public static func closePayload(_ reason: CloseReason, text: String = "") -> ByteBuffer {
+        var buffer = ByteBuffer()
+        buffer.writeInteger(reason.rawValue)
+        buffer.writeBytes([0, 0, 0])
+        buffer.writeBytes(text.utf8.prefix(200))
+        return buffer
+    }
+
+    /// Appends the frame's bytes to `buffer`.
+    public func encode(into buffer: inout ByteBuffer) {
+        Self.encode(self.kind, nonce: self.nonce, sequence: self.sequence, payload: self.payload, into: &buffer)
+    }
+
+    /// Appends a frame carrying `payload` to `buffer` without building a ``SessionFrame`` first.
+    public static func encode(
+        _ kind: Kind,
+        nonce: UInt64,
+        sequence: UInt32,
+        payload: ByteBuffer,
+        into buffer: inout ByteBuffer
+    ) {
+        let start = buffer.writerIndex
+        buffer.reserveCapacity(minimumWritableBytes: Self.overhead + payload.readableBytes)
+        buffer.writeBytes(Self.magic)
+        buffer.writeInteger(Self.format)
+        buffer.writeInteger(kind.rawValue)
+        buffer.writeInteger(UInt16(0))
+        buffer.writeInteger(nonce)
+        buffer.writeInteger(sequence)
+        buffer.writeInteger(UInt32(payload.readableBytes))
+        let headerCRC = buffer.withUnsafeReadableBytes { bytes in
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[(start - buffer.readerIndex)...].prefix(24)))
+        }
+        buffer.writeInteger(headerCRC)
+        buffer.writeImmutableBuffer(payload)
+        let frameCRC = buffer.withUnsafeReadableBytes { bytes in
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[(start - buffer.readerIndex)...]))
+        }
+        buffer.writeInteger(frameCRC)
+    }
+}
+
+extension SessionFrame: CustomStringConvertible {
+    /// How `-v` shows a frame: its type, nonce, sequence number and length.
+    public var description: String {
+        let nonce = String(self.nonce, radix: 16)
+        var text = "\(self.kind.name) nonce=\(String(repeating: "0", count: max(0, 16 - nonce.count)))\(nonce)"
+        text += " seq=\(self.sequence) len=\(self.payload.readableBytes)"
+        if self.kind == .close, let reason = self.payload.getInteger(at: self.payload.readerIndex, as: UInt8.self) {
+            text += " reason=\(reason)"
+        }
+        return text
+    }
+}
+
+extension SessionFrame.Kind {
+    /// The name docs/framing.md uses.
+    public var name: String {
+        switch self {
+        case .hello: return "HELLO"
+        case .helloAck: return "HELLO_ACK"
+        case .data: return "DATA"
+        case .ping: return "PING"
+        case .pong: return "PONG"
+        case .close: return "CLOSE"
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import NIOCore
+
+/// Cuts frames out of a byte stream (docs/framing.md §1, §5), free of I/O: bytes in, frames or
+/// a named problem out. Frames may arrive split across any number of reads.
+public struct SessionFrameReader: Sendable {
+    /// Why bytes are not a valid frame.
+    public enum Problem: Sendable, Hashable, CustomStringConvertible {
+        case badMagic
+        case badFormat(UInt8)
+        case badHeaderCRC
+        case tooLong(Int)
+        case badFrameCRC
+        case unknownType(UInt8)
+        case badPayload(SessionFrame.Kind, Int)
+        case zeroNonce
+        case badHandshake(SessionFrame.Kind)
+
+        public var description: String {
+            switch self {
+            case .badMagic: return "bytes that do not start a frame (no magic AC CE 55 ED)"
+            case .badFormat(let format): return "a frame of format \(format) (only 1 is defined)"
+            case .badHeaderCRC: return "a frame header whose CRC does not match"
+            case .tooLong(let length): return "a frame announcing \(length) payload bytes, more than allowed"
+            case .badFrameCRC: return "a frame whose CRC does not match (damaged in transit)"
+            case .unknownType(let type): return "a frame of unknown type \(type)"
+            case .badPayload(let kind, let length): return "a \(kind.name) frame with a \(length)-byte payload"
+            case .zeroNonce: return "a frame with nonce 0"
+            case .badHandshake(let kind): return "a \(kind.name) with version 0 or a max_frame outside 64 … 16384"
+            }
+        }
+    }
+
+    /// What ``next()`` found at the front of the input.
+    public enum Next: Sendable {
+        case frame(SessionFrame)
+        case needMoreBytes
+        case invalid(Problem)
+    }
+
+    /// The largest whole frame accepted (the `max_frame` this side announced).
+    public var maxFrameSize: Int
+    private var buffer = ByteBuffer()
+
+    public init(maxFrameSize: Int = SessionFrame.maxFrameSize) {
+        self.maxFrameSize = maxFrameSize
+    }
+
+    /// Bytes received and not yet taken as frames.
+    public var bufferedBytes: Int { self.buffer.readableBytes }
+
+    public mutating func append(_ bytes: ByteBuffer) {
+        if self.buffer.readableBytes == 0 {
+            self.buffer = bytes
+        } else {
+            var bytes = bytes
+            self.buffer.writeBuffer(&bytes)
+        }
+    }
+
+    /// Drops everything received so far.
+    public mutating func discardAll() {
+        self.buffer.clear()
+    }
+
+    /// Takes the frame at the front of the input, strictly: the input must start with a valid
+    /// frame. On ``Next/invalid(_:)`` nothing is consumed; the caller ends the session.
+    public mutating func next() -> Next {
+        switch Self.check(self.buffer, at: self.buffer.readerIndex, maxFrameSize: self.maxFrameSize) {
+        case .needMoreBytes: return .needMoreBytes
+        case .invalid(let problem): return .invalid(problem)
+        case .valid(let length):
+            return .frame(Self.take(&self.buffer, payloadLength: length))
+        }
+    }
+
+    /// Takes the next valid frame anywhere in the input, discarding every byte before it (a
+    /// handshake, or hunting for HELLO). Returns `nil` when no complete valid frame is buffered;
+    /// a possible frame's start is kept for the next call.
+    public mutating func nextScanning() -> SessionFrame? {
+        while let start = self.buffer.readableBytesView.firstIndex(of: SessionFrame.magic[0]) {
+            self.buffer.moveReaderIndex(to: start)
+            switch Self.check(self.buffer, at: start, maxFrameSize: self.maxFrameSize) {
+            case .needMoreBytes:
+                return nil
+            case .valid(let length):
+                return Self.take(&self.buffer, payloadLength: length)
+            case .invalid:
+                self.buffer.moveReaderIndex(forwardBy: 1)
+            }
+        }
+        self.buffer.clear()
+        return nil
+    }
+
+    /// Takes the frame whose first bytes are `prefix` (the 20 bytes from the magic to the
+    /// sequence number of the one frame awaited: a HELLO_ACK with this opener's nonce), wherever
+    /// it is in the input, discarding everything before it. Searching for the whole prefix,
+    /// rather than frame by frame, means a frame cut short ahead of it (an abandoned answer)
+    /// cannot swallow it.
+    public mutating func next(startingWith prefix: [UInt8]) -> SessionFrame? {
+        while true {
+            guard let start = Self.find(prefix, in: self.buffer) else {
+                // Keep a tail that may be the start of the prefix.
+                let keep = min(self.buffer.readableBytes, prefix.count - 1)
+                self.buffer.moveReaderIndex(forwardBy: self.buffer.readableBytes - keep)
+                return nil
+            }
+            self.buffer.moveReaderIndex(to: start)
+            switch Self.check(self.buffer, at: start, maxFrameSize: self.maxFrameSize) {
+            case .needMoreBytes: return nil
+            case .valid(let length): return Self.take(&self.buffer, payloadLength: length)
+            case .invalid: self.buffer.moveReaderIndex(forwardBy: 1)
+            }
+        }
+    }
+
+    static func find(_ prefix: [UInt8], in buffer: ByteBuffer) -> Int? {
+        let view = buffer.readableBytesView
+        var from = view.startIndex
+        while let first = view[from...].firstIndex(of: prefix[0]) {
+            guard view.endIndex - first >= prefix.count else { return nil }
+            if view[first..<(first + prefix.count)].elementsEqual(prefix) { return first }
+            from = first + 1
+        }
+        return nil
+    }
+
+    // MARK: Checking
+
+    enum Check {
+        case valid(payloadLength: Int)
+        case needMoreBytes
+        case invalid(Problem)
+    }
+
+    /// Whether `buffer` holds a valid frame at `start`, checking as early as the bytes allow.
+    static func check(_ buffer: ByteBuffer, at start: Int, maxFrameSize: Int) -> Check {
+        let available = buffer.writerIndex - start
+        for (offset, byte) in SessionFrame.magic.enumerated() {
+            guard offset < available else { return .needMoreBytes }
+            guard buffer.getInteger(at: start + offset, as: UInt8.self) == byte else { return .invalid(.badMagic) }
+        }
+        guard let format = buffer.getInteger(at: start + 4, as: UInt8.self) else { return .needMoreBytes }
+        guard format == SessionFrame.format else { return .invalid(.badFormat(format)) }
+        guard available >= SessionFrame.headerSize else { return .needMoreBytes }
+        let headerCRC = buffer.withUnsafeReadableBytes { bytes in
+            CRC32C.checksum(
+                UnsafeRawBufferPointer(
+                    rebasing: bytes[(start - buffer.readerIndex)..<(start - buffer.readerIndex + 24)]
+                )
+            )
+        }
+        guard buffer.getInteger(at: start + 24, as: UInt32.self) == headerCRC else { return .invalid(.badHeaderCRC) }
+        let length = Int(buffer.getInteger(at: start + 20, as: UInt32.self) ?? 0)
+        guard length <= maxFrameSize - SessionFrame.overhead else { return .invalid(.tooLong(length)) }
+        let type = buffer.getInteger(at: start + 5, as: UInt8.self) ?? 0
+        guard let kind = SessionFrame.Kind(rawValue: type) else { return .invalid(.unknownType(type)) }
+        guard Self.payloadLengthIsValid(kind, length) else { return .invalid(.badPayload(kind, length)) }
+        guard available >= SessionFrame.overhead + length else { return .needMoreBytes }
+        let frameCRC = buffer.withUnsafeReadableBytes { bytes in
+            let from = start - buffer.readerIndex
+            return CRC32C.checksum(
+                UnsafeRawBufferPointer(rebasing: bytes[from..<(from + SessionFrame.headerSize + length)])
+            )
+        }
+        guard buffer.getInteger(at: start + SessionFrame.headerSize + length, as: UInt32.self) == frameCRC else {
+            return .invalid(.badFrameCRC)
+        }
+        guard buffer.getInteger(at: start + 8, as: UInt64.self) != 0 else { return .invalid(.zeroNonce) }
+        if kind == .hello || kind == .helloAck {
+            let version = buffer.getInteger(at: start + SessionFrame.headerSize, as: UInt8.self) ?? 0
+            let maxFrame = Int(buffer.getInteger(at: start + SessionFrame.headerSize + 4, as: UInt32.self) ?? 0)
+            guard version >= 1, (SessionFrame.minFrameSize...SessionFrame.maxFrameSize).contains(maxFrame) else {
+                return .invalid(.badHandshake(kind))
+            }
+        }
+        return .valid(payloadLength: length)
+    }
+
+    /// docs/framing.md §2: the payload sizes each type allows.
+    static func payloadLengthIsValid(_ kind: SessionFrame.Kind, _ length: Int) -> Bool {
+        switch kind {
+        case .hello, .helloAck: return (8...64).contains(length)
+        case .data: return true
+        case .ping, .pong: return length <= 8
+        case .close: return length >= 4 && length <= 204
+        }
+    }
+
+    /// Takes a frame already checked valid off the front of `buffer`.
+    static func take(_ buffer: inout ByteBuffer, payloadLength: Int) -> SessionFrame {
+        let start = buffer.readerIndex
+        let kind = SessionFrame.Kind(rawValue: buffer.getInteger(at: start + 5, as: UInt8.self) ?? 0) ?? .data
+        let nonce = buffer.getInteger(at: start + 8, as: UInt64.self) ?? 0
+        let sequence = buffer.getInteger(at: start + 16, as: UInt32.self) ?? 0
+        let payload = buffer.getSlice(at: start + SessionFrame.headerSize, length: payloadLength) ?? ByteBuffer()
+        buffer.moveReaderIndex(forwardBy: SessionFrame.overhead + payloadLength)
+        if buffer.readableBytes == 0 { buffer.clear() }
+        return SessionFrame(kind, nonce: nonce, sequence: sequence, payload: payload)
+    }
+}
+
+extension SessionFrameReader {
+    /// Drops the first buffered byte (the start of a frame found bad or cut short), so that
+    /// scanning resumes after it.
+    public mutating func dropFirstByte() {
+        if self.buffer.readableBytes > 0 { self.buffer.moveReaderIndex(forwardBy: 1) }
+    }
+
+    /// Takes every byte not yet read as frames (they belong to whatever comes next).
+    public mutating func remainingBytes() -> ByteBuffer? {
+        defer { self.buffer = ByteBuffer() }
+        return self.buffer.readableBytes > 0 ? self.buffer : nil
+    }
+}

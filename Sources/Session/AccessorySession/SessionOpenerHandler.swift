@@ -1,0 +1,303 @@
+import NIOCore
+
+/// The opener's session, in a channel pipeline: the bottom handler of a host's link. It sends
+/// HELLO when the stream opens, drops everything until its HELLO_ACK, then carries the bytes
+/// above in DATA frames and checks every frame that arrives (``SessionOpenerMachine`` decides;
+/// this handler does the I/O and runs the timers).
+///
+/// Reading: it keeps one read outstanding below while it holds less than ``holdLimit`` bytes the
+/// layer above has not asked for, so PINGs, PONGs and CLOSE are seen on an idle link while a
+/// slow consumer still holds the device back.
+final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    static let holdLimit = 64 * 1024
+
+    private let configuration: SessionTransport.Configuration
+    private let handshakePromise: EventLoopPromise<SessionInfo>
+    private var machine: SessionOpenerMachine?
+    private var context: ChannelHandlerContext?
+    private var held = CircularBuffer<ByteBuffer>()
+    private var heldBytes = 0
+    private var upstreamWantsRead = false
+    private var readingBelow = false
+    private var deliveredThisRead = false
+    private var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
+    private var handshakeTimer: Scheduled<Void>?
+    private var helloResendTimer: Scheduled<Void>?
+    private var pingTimer: RepeatedTask?
+    private var established = false
+    private var ended = false
+
+    init(configuration: SessionTransport.Configuration, handshakePromise: EventLoopPromise<SessionInfo>) {
+        self.configuration = configuration
+        self.handshakePromise = handshakePromise
+    }
+
+    // MARK: Lifecycle
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        if context.channel.isActive { self.start(context: context) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.stopTimers()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        self.start(context: context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.stopTimers()
+        if !self.established {
+            self.handshakePromise.fail(
+                SessionError(
+                    .handshakeTimeout,
+                    "the device closed the stream before answering HELLO: it does not speak sessions (try session=off)"
+                )
+            )
+        }
+        self.ended = true
+        self.failPendingWrites()
+        context.fireChannelInactive()
+    }
+
+    private func start(context: ChannelHandlerContext) {
+        guard self.machine == nil else { return }
+        let nonce = UInt64.random(in: 1...UInt64.max)
+        var machine = SessionOpenerMachine(
+            nonce: nonce,
+            maxFrameSize: self.configuration.maxFrameSize,
+            now: .now(),
+            tracing: self.configuration.tracer != nil
+        )
+        let actions = machine.start()
+        self.machine = machine
+        let timeout = TimeAmount(self.configuration.handshakeTimeout)
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.handshakeTimer = context.eventLoop.scheduleTask(in: timeout) {
+            let handler = bound.value
+            guard !handler.established, let context = handler.context else { return }
+            handler.fail(
+                SessionError(
+                    .handshakeTimeout,
+                    "the device did not answer HELLO within \(handler.configuration.handshakeTimeout): it does not speak sessions (try session=off), or it is not there"
+                ),
+                context: context
+            )
+        }
+        self.run(actions, context: context)
+        context.flush()
+        self.scheduleHelloResend(after: .milliseconds(250), context: context)
+        self.readBelowIfNeeded(context: context)
+    }
+
+    /// Resends HELLO (fresh nonce) after `delay`, then after twice that, until answered.
+    private func scheduleHelloResend(after delay: TimeAmount, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.helloResendTimer = context.eventLoop.scheduleTask(in: delay) {
+            let handler = bound.value
+            guard !handler.established, !handler.ended, let context = handler.context, var machine = handler.machine
+            else { return }
+            let actions = machine.resendHello(nonce: UInt64.random(in: 1...UInt64.max))
+            handler.machine = machine
+            handler.run(actions, context: context)
+            context.flush()
+            handler.scheduleHelloResend(after: delay * 2, context: context)
+        }
+    }
+
+    // MARK: Inbound
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !self.ended, var machine = self.machine else { return }
+        let actions = machine.received(self.unwrapInboundIn(data), now: .now())
+        self.machine = machine
+        self.run(actions, context: context)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.readingBelow = false
+        if self.deliveredThisRead {
+            self.deliveredThisRead = false
+            self.upstreamWantsRead = false
+            context.fireChannelReadComplete()
+        }
+        context.flush()  // PONGs written while reading
+        self.readBelowIfNeeded(context: context)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        guard !self.ended else {
+            context.read()
+            return
+        }
+        self.upstreamWantsRead = true
+        if !self.held.isEmpty {
+            // Delivered outside this call: the handler above asked, it is not ready to be re-entered.
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.execute { bound.value.deliverHeld() }
+            return
+        }
+        self.readBelowIfNeeded(context: context)
+    }
+
+    private func deliverHeld() {
+        guard let context = self.context, self.upstreamWantsRead, !self.held.isEmpty else { return }
+        while let bytes = self.held.popFirst() {
+            self.heldBytes -= bytes.readableBytes
+            context.fireChannelRead(self.wrapInboundOut(bytes))
+        }
+        self.upstreamWantsRead = false
+        context.fireChannelReadComplete()
+        self.readBelowIfNeeded(context: context)
+    }
+
+    private func readBelowIfNeeded(context: ChannelHandlerContext) {
+        guard !self.readingBelow, !self.ended, context.channel.isActive else { return }
+        guard !self.established || self.upstreamWantsRead || self.heldBytes < Self.holdLimit else { return }
+        self.readingBelow = true
+        context.read()
+    }
+
+    // MARK: Outbound
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let bytes = self.unwrapOutboundIn(data)
+        guard self.established else {
+            if self.ended {
+                promise?.fail(SessionError(.closedByDevice, "the session has ended"))
+            } else {
+                self.pendingWrites.append((bytes, promise))
+            }
+            return
+        }
+        guard var machine = self.machine else { return }
+        let actions = machine.send(bytes)
+        self.machine = machine
+        self.run(actions, context: context, writePromise: promise)
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if mode == .all, self.established, !self.ended, var machine = self.machine {
+            // Tell the device at once, so it stops sending what nobody will read.
+            let actions = machine.close()
+            self.machine = machine
+            self.run(actions, context: context)
+            context.flush()
+        }
+        self.ended = true
+        self.stopTimers()
+        context.close(mode: mode, promise: promise)
+    }
+
+    // MARK: Actions
+
+    private func run(
+        _ actions: [SessionOpenerMachine.Action],
+        context: ChannelHandlerContext,
+        writePromise: EventLoopPromise<Void>? = nil
+    ) {
+        var writePromise = writePromise
+        for action in actions {
+            switch action {
+            case .write(let bytes):
+                context.write(self.wrapOutboundOut(bytes), promise: writePromise)
+                writePromise = nil
+            case .deliver(let bytes):
+                if self.upstreamWantsRead && self.held.isEmpty {
+                    self.deliveredThisRead = true
+                    context.fireChannelRead(self.wrapInboundOut(bytes))
+                } else {
+                    self.heldBytes += bytes.readableBytes
+                    self.held.append(bytes)
+                }
+            case .established(let version, let peerMaxFrame):
+                self.established = true
+                self.handshakeTimer?.cancel()
+                self.helloResendTimer?.cancel()
+                self.startPinging(context: context)
+                for (bytes, promise) in self.pendingWrites {
+                    self.write(context: context, data: self.wrapOutboundOut(bytes), promise: promise)
+                }
+                self.pendingWrites.removeAll()
+                self.handshakePromise.succeed(SessionInfo(version: version, peerMaxFrameSize: peerMaxFrame))
+            case .endOfStream:
+                self.flushHeldAndClose(context: context)
+            case .fail(let error):
+                self.fail(error, context: context)
+            case .trace(let frame, let sent):
+                self.configuration.tracer?("\(sent ? ">" : "<") session \(frame)")
+            }
+        }
+        writePromise?.succeed(())
+    }
+
+    private func fail(_ error: SessionError, context: ChannelHandlerContext) {
+        guard !self.ended else { return }
+        self.ended = true
+        self.stopTimers()
+        self.failPendingWrites()
+        if self.established {
+            context.fireErrorCaught(error)
+        } else {
+            self.handshakePromise.fail(error)
+        }
+        context.close(promise: nil)
+    }
+
+    private func flushHeldAndClose(context: ChannelHandlerContext) {
+        self.ended = true
+        if !self.held.isEmpty {
+            while let bytes = self.held.popFirst() { context.fireChannelRead(self.wrapInboundOut(bytes)) }
+            context.fireChannelReadComplete()
+        }
+        self.heldBytes = 0
+        context.close(promise: nil)
+    }
+
+    private func startPinging(context: ChannelHandlerContext) {
+        guard let interval = self.configuration.pingInterval else { return }
+        let amount = TimeAmount(interval)
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.pingTimer = context.eventLoop.scheduleRepeatedTask(
+            initialDelay: .nanoseconds(amount.nanoseconds / 2),
+            delay: .nanoseconds(amount.nanoseconds / 2)
+        ) {
+            _ in
+            let handler = bound.value
+            guard let context = handler.context, var machine = handler.machine else { return }
+            let actions = machine.tick(now: .now(), interval: amount)
+            handler.machine = machine
+            handler.run(actions, context: context)
+            context.flush()
+        }
+    }
+
+    private func stopTimers() {
+        self.handshakeTimer?.cancel()
+        self.handshakeTimer = nil
+        self.helloResendTimer?.cancel()
+        self.helloResendTimer = nil
+        self.pingTimer?.cancel()
+        self.pingTimer = nil
+    }
+
+    private func failPendingWrites() {
+        let writes = self.pendingWrites
+        self.pendingWrites.removeAll()
+        for (_, promise) in writes {
+            promise?.fail(SessionError(.closedByDevice, "the session ended before the write"))
+        }
+    }
+}
+
+@available(*, unavailable)
+extension SessionOpenerHandler: Sendable {}

@@ -1,0 +1,271 @@
+import NIOCore
+
+/// The responder's side of the session layer (docs/framing.md §3–§6), free of I/O: PLAIN with
+/// a watch for HELLO, SESSION, or HUNTING. The handler feeds it bytes from the host and from
+/// the HTTP layer, and carries out its actions.
+public struct SessionResponderMachine: Sendable {
+    public enum Mode: Sendable, Equatable {
+        case plain
+        case session(nonce: UInt64)
+        case hunting
+    }
+
+    public enum Action: Sendable {
+        /// Bytes of the current stream (plain or session) for the HTTP layer.
+        case deliver(ByteBuffer)
+        /// Bytes for the host (frames in a session, raw in plain mode).
+        case write(ByteBuffer)
+        /// Abandon the HTTP exchange and everything queued for the host, reset the HTTP layer.
+        /// Emitted before the frame that starts the new state (HELLO_ACK, CLOSE) is written.
+        case abandon(why: Abandon)
+        /// Show a frame in the trace.
+        case trace(SessionFrame, sent: Bool)
+    }
+
+    public enum Abandon: Sendable, Equatable {
+        /// A HELLO started a new session.
+        case restart
+        /// The host closed the session (CLOSE).
+        case closedByHost
+        /// The host's bytes could not be verified; CLOSE 02 follows.
+        case integrity(String)
+    }
+
+    public private(set) var mode = Mode.plain
+    private var watch = HelloWatch()
+    private var reader = SessionFrameReader()
+    private var sentSequence: UInt32 = 0
+    private var expectedSequence: UInt32 = 0
+    private var peerMaxFrame = SessionFrame.maxFrameSize
+    private let tracing: Bool
+
+    public init(tracing: Bool = false) {
+        self.tracing = tracing
+    }
+
+    /// Bytes from the host.
+    public mutating func received(_ bytes: ByteBuffer) -> [Action] {
+        self.process(bytes)
+    }
+
+    /// Whether part of a frame (or of a possible HELLO) waits for more bytes: the handler then
+    /// calls ``stalled()`` if none come for a while.
+    public var hasPartialInput: Bool {
+        self.watch.heldBytes > 0 || self.reader.bufferedBytes > 0
+    }
+
+    /// No byte arrived for a while and part of a frame is waiting: it will not be completed (a
+    /// host died in the middle of writing it, or a plain body ends in `AC`). In plain mode the
+    /// held bytes are plain after all; otherwise the partial frame is dropped from its first
+    /// byte and the rest is scanned again, so a HELLO behind it is found (docs/framing.md §5).
+    public mutating func stalled() -> [Action] {
+        switch self.mode {
+        case .plain:
+            let (segments, rest) = self.watch.release()
+            var actions = self.apply(segments)
+            if let rest { actions += self.process(rest) }
+            return actions
+        case .session(let nonce):
+            guard self.reader.bufferedBytes > 0 else { return [] }
+            return self.fail("a frame stopped arriving halfway", nonce: nonce) + self.process(nil)
+        case .hunting:
+            self.reader.dropFirstByte()
+            return self.process(nil)
+        }
+    }
+
+    /// Runs `input` (and whatever is buffered) through the states until nothing more can be done.
+    private mutating func process(_ bytes: ByteBuffer?) -> [Action] {
+        var actions: [Action] = []
+        var input = bytes
+        while true {
+            switch self.mode {
+            case .plain:
+                guard let bytes = input else { return actions }
+                input = nil
+                let (segments, rest) = self.watch.feed(bytes)
+                actions += self.apply(segments)
+                if let rest { self.reader.append(rest) }
+                if case .plain = self.mode { return actions }
+            case .hunting:
+                if let bytes = input { self.reader.append(bytes) }
+                input = nil
+                while case .hunting = self.mode, let frame = self.reader.nextScanning() {
+                    if frame.kind == .hello { actions += self.restart(frame) }
+                }
+                if case .hunting = self.mode { return actions }
+            case .session:
+                if let bytes = input { self.reader.append(bytes) }
+                input = nil
+                actions += self.readSession()
+                switch self.mode {
+                case .session, .hunting:
+                    if case .session = self.mode { return actions }
+                case .plain:
+                    // Bytes after the host's CLOSE are the next plain request or HELLO.
+                    input = self.reader.remainingBytes()
+                    if input == nil { return actions }
+                }
+            }
+        }
+    }
+
+    private mutating func apply(_ segments: [HelloWatch.Segment]) -> [Action] {
+        var actions: [Action] = []
+        for segment in segments {
+            switch segment {
+            case .plain(let plain): actions.append(.deliver(plain))
+            case .hello(let hello): actions += self.restart(hello)
+            }
+        }
+        return actions
+    }
+
+    /// Bytes the HTTP layer writes.
+    public mutating func send(_ bytes: ByteBuffer) -> [Action] {
+        switch self.mode {
+        case .plain:
+            return [.write(bytes)]
+        case .hunting:
+            return []
+        case .session(let nonce):
+            var remaining = bytes
+            var out = ByteBuffer()
+            var actions: [Action] = []
+            let chunk = min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
+            repeat {
+                let slice = remaining.readSlice(length: min(chunk, remaining.readableBytes)) ?? ByteBuffer()
+                let sequence = self.nextSequence()
+                if self.tracing {
+                    actions.append(
+                        .trace(SessionFrame(.data, nonce: nonce, sequence: sequence, payload: slice), sent: true)
+                    )
+                }
+                SessionFrame.encode(.data, nonce: nonce, sequence: sequence, payload: slice, into: &out)
+            } while remaining.readableBytes > 0
+            return actions + [.write(out)]
+        }
+    }
+
+    /// The HTTP layer ends its stream (it would close the connection). In a session that is
+    /// CLOSE 01, and the responder waits for the next session or plain request; returns `nil`
+    /// in plain mode, where the transport itself must close.
+    public mutating func endStream() -> [Action]? {
+        switch self.mode {
+        case .plain:
+            return nil
+        case .hunting:
+            return []
+        case .session(let nonce):
+            let close = SessionFrame(
+                .close,
+                nonce: nonce,
+                sequence: self.nextSequence(),
+                payload: SessionFrame.closePayload(.endOfStream)
+            )
+            self.mode = .plain
+            self.reader.discardAll()
+            return self.encoded(close)
+        }
+    }
+
+    // MARK: Inside a session
+
+    /// Reads frames while the session lasts; returns when more bytes are needed or the mode
+    /// changed (a CLOSE: plain; an integrity error: hunting).
+    private mutating func readSession() -> [Action] {
+        var actions: [Action] = []
+        while case .session(let nonce) = self.mode {
+            switch self.reader.next() {
+            case .needMoreBytes:
+                return actions
+            case .invalid(let problem):
+                return actions + self.fail("the host sent \(problem)", nonce: nonce)
+            case .frame(let frame):
+                if self.tracing { actions.append(.trace(frame, sent: false)) }
+                if frame.kind == .hello {
+                    actions += self.restart(frame)
+                    continue
+                }
+                guard frame.nonce == nonce else { continue }  // stale: an older session's frame
+                guard frame.sequence == self.expectedSequence else {
+                    return actions
+                        + self.fail(
+                            "frame \(frame.sequence) arrived where \(self.expectedSequence) was due",
+                            nonce: nonce
+                        )
+                }
+                self.expectedSequence &+= 1
+                switch frame.kind {
+                case .data:
+                    if frame.payload.readableBytes > 0 { actions.append(.deliver(frame.payload)) }
+                case .ping:
+                    actions += self.encoded(
+                        SessionFrame(.pong, nonce: nonce, sequence: self.nextSequence(), payload: frame.payload)
+                    )
+                case .pong, .helloAck, .hello:
+                    break
+                case .close:
+                    // Whatever the reason, the host is done with this session (docs/framing.md §4).
+                    self.mode = .plain
+                    self.watch = HelloWatch()
+                    actions.append(.abandon(why: .closedByHost))
+                }
+            }
+        }
+        return actions
+    }
+
+    private mutating func restart(_ hello: SessionFrame) -> [Action] {
+        let version = min(
+            hello.payload.getInteger(at: hello.payload.readerIndex, as: UInt8.self) ?? 1,
+            SessionFrame.version
+        )
+        self.peerMaxFrame = Int(hello.payload.getInteger(at: hello.payload.readerIndex + 4, as: UInt32.self) ?? 16384)
+        self.mode = .session(nonce: hello.nonce)
+        self.watch = HelloWatch()
+        self.sentSequence = 0
+        self.expectedSequence = 1
+        var actions: [Action] = self.tracing ? [.trace(hello, sent: false)] : []
+        actions.append(.abandon(why: .restart))
+        let ack = SessionFrame(
+            .helloAck,
+            nonce: hello.nonce,
+            sequence: self.nextSequence(),
+            payload: SessionFrame.handshakePayload(version: max(1, version), maxFrame: SessionFrame.maxFrameSize)
+        )
+        return actions + self.encoded(ack)
+    }
+
+    private mutating func fail(_ why: String, nonce: UInt64) -> [Action] {
+        self.mode = .hunting
+        // Scanning resumes after the bad frame's first byte: a HELLO may hide behind it.
+        self.reader.dropFirstByte()
+        let close = SessionFrame(
+            .close,
+            nonce: nonce,
+            sequence: self.nextSequence(),
+            payload: SessionFrame.closePayload(.integrityError, text: why)
+        )
+        return [.abandon(why: .integrity(why))] + self.encoded(close)
+    }
+
+    private mutating func encoded(_ frame: SessionFrame) -> [Action] {
+        var out = ByteBuffer()
+        frame.encode(into: &out)
+        return (self.tracing ? [.trace(frame, sent: true)] : []) + [.write(out)]
+    }
+
+    private mutating func nextSequence() -> UInt32 {
+        defer { self.sentSequence &+= 1 }
+        return self.sentSequence
+    }
+}
+
+extension SessionResponderMachine {
+    /// In plain mode, the bytes held back as a possible HELLO when the input ended: plain input.
+    public mutating func drainHeldPlainBytes() -> ByteBuffer? {
+        guard case .plain = self.mode else { return nil }
+        return self.watch.drain()
+    }
+}

@@ -1,0 +1,110 @@
+import AccessoryTransport
+import NIOCore
+
+/// What the handshake settled (docs/framing.md §3).
+public struct SessionInfo: Sendable, Hashable {
+    /// The session protocol version in use.
+    public let version: UInt8
+    /// The largest frame the device accepts.
+    public let peerMaxFrameSize: Int
+}
+
+/// A byte stream transport with the session layer on it (docs/framing.md): opening it opens
+/// the inner transport, sends HELLO with a fresh nonce and returns once the device answered it,
+/// having dropped every byte that came before (the rest of an answer a dead process never read).
+/// The HTTP link above then works unchanged, on a clean stream:
+///
+/// ```swift
+/// let serial = try DeviceSpec(parsing: "serial:/dev/ttyACM0").makeTransport()
+/// let client = AccessoryClient(transport: SessionTransport(wrapping: serial))
+/// ```
+///
+/// Every stream it opens is a new session, so an abandoned response is never drained: the link
+/// closes the stream (CLOSE tells the device to stop at once) and the next request's HELLO
+/// makes the device drop whatever it was still sending.
+public struct SessionTransport: ByteStreamTransport {
+    /// The opener's settings.
+    public struct Configuration: Sendable {
+        /// How long to wait for the device's HELLO_ACK.
+        public var handshakeTimeout: Duration = .seconds(3)
+        /// A PING after this much silence inside a session; the session ends as dead after
+        /// twice it. `nil`: no pings.
+        public var pingInterval: Duration? = .seconds(5)
+        /// The largest frame this side accepts (64 … 16384).
+        public var maxFrameSize: Int = SessionFrame.maxFrameSize
+        /// Receives one line per frame sent (`>`) or received (`<`), for `-v`.
+        public var tracer: (@Sendable (String) -> Void)?
+
+        public init() {}
+    }
+
+    public let inner: any ByteStreamTransport
+    public let configuration: Configuration
+
+    public init(wrapping inner: any ByteStreamTransport, configuration: Configuration = .init()) {
+        self.inner = inner
+        var configuration = configuration
+        configuration.maxFrameSize = min(
+            max(configuration.maxFrameSize, SessionFrame.minFrameSize),
+            SessionFrame.maxFrameSize
+        )
+        self.configuration = configuration
+    }
+
+    public var description: String { "session+\(self.inner)" }
+    /// The nonce drops stale bytes: nothing to wait out after a reopen.
+    public var reopenMayCarryStaleBytes: Bool { false }
+    /// A new session is independent of the old one, whatever the wire below.
+    public var opensIndependentStreams: Bool { true }
+
+    /// Opens the inner transport and completes the handshake.
+    ///
+    /// - Throws: ``SessionError`` (``SessionError/Code/handshakeTimeout``) if the device does not
+    ///   answer HELLO; the inner transport's own error if it cannot be opened.
+    public func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        try await self.openSession(on: eventLoop, configure: configure).stream
+    }
+
+    /// Like ``open(on:configure:)``, and also returns what the handshake settled.
+    public func openSession(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> (stream: OpenedByteStream, session: SessionInfo) {
+        let configuration = self.configuration
+        let (opened, handshake) = try await self.inner.open(
+            on: eventLoop,
+            building: { channel -> EventLoopFuture<EventLoopFuture<SessionInfo>> in
+                let promise = channel.eventLoop.makePromise(of: SessionInfo.self)
+                do {
+                    try channel.pipeline.syncOperations.addHandler(
+                        SessionOpenerHandler(configuration: configuration, handshakePromise: promise)
+                    )
+                } catch {
+                    promise.fail(error)
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                return configure(channel).map { promise.futureResult }
+            }
+        )
+        do {
+            let session = try await withTaskCancellationHandler {
+                try await handshake.get()
+            } onCancel: {
+                opened.channel.close(promise: nil)
+            }
+            return (opened, session)
+        } catch let error as SessionError {
+            opened.channel.close(promise: nil)
+            if let diagnostics = await opened.diagnostics() {
+                throw SessionError(error.code, "\(error.message) (\(diagnostics))")
+            }
+            throw error
+        } catch {
+            opened.channel.close(promise: nil)
+            throw error
+        }
+    }
+}
