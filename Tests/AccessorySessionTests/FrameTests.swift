@@ -34,7 +34,7 @@ struct FrameTests {
             sequence: 0,
             payload: SessionFrame.handshakePayload(version: 1, maxFrame: 16384)
         ).encode(into: &out)
-        let hex = out.readableBytesView.map { String(format: "%02x", $0) }.joined(separator: " ")
+        let hex = out.readableBytesView.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ")
         #expect(
             hex == "ac ce 55 ed 01 01 00 00 01 23 45 67 89 ab cd ef 00 00 00 00 00 00 00 08 d8 8f 12 32 "
                 + "01 00 00 00 00 00 40 00 a8 f9 11 8f"

@@ -272,6 +272,8 @@ final class Child: @unchecked Sendable {
     var pid: Int32 { self.process.processIdentifier }
     var isRunning: Bool { self.process.isRunning }
     var stderrSoFar: String { String(decoding: self.err.snapshot, as: UTF8.self) }
+    /// How many bytes the child has written to stdout so far.
+    var stdoutCountSoFar: Int { self.out.snapshot.count }
 
     func signal(_ number: Int32) { _ = kill(self.pid, number) }
 
