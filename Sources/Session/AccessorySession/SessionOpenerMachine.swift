@@ -205,6 +205,9 @@ struct SessionOpenerMachine {
                 "another host process started its own session on this line (a \(frame.kind.name) of another session arrived); only one may use it at a time"
             )
         }
+        if frame.kind == .hello || frame.kind == .helloAck {
+            return self.fail(.protocolViolation, "the device sent a \(frame.kind.name) inside the session")
+        }
         guard frame.sequence == self.expectedSequence else {
             return self.fail(
                 .integrity,

@@ -192,7 +192,8 @@ public struct SessionResponderMachine: Sendable {
                     return actions
                         + self.fail(
                             "frame \(frame.sequence) arrived where \(self.expectedSequence) was due",
-                            nonce: nonce
+                            nonce: nonce,
+                            badFrameStillBuffered: false
                         )
                 }
                 self.expectedSequence &+= 1
@@ -237,10 +238,11 @@ public struct SessionResponderMachine: Sendable {
         return actions + self.encoded(ack)
     }
 
-    private mutating func fail(_ why: String, nonce: UInt64) -> [Action] {
+    private mutating func fail(_ why: String, nonce: UInt64, badFrameStillBuffered: Bool = true) -> [Action] {
         self.mode = .hunting
-        // Scanning resumes after the bad frame's first byte: a HELLO may hide behind it.
-        self.reader.dropFirstByte()
+        // Scanning resumes after the bad frame's first byte: a HELLO may hide behind it. (A
+        // valid frame out of sequence has already been taken off the input.)
+        if badFrameStillBuffered { self.reader.dropFirstByte() }
         let close = SessionFrame(
             .close,
             nonce: nonce,
