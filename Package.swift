@@ -226,6 +226,7 @@ let package = Package(
             name: "AccessoryHTTPBench",
             dependencies: [
                 "AccessoryClient",
+                "AccessorySession",
                 "AccessoryResponder",
                 "AccessoryEmulator",
                 "AccessoryTransport",

@@ -80,6 +80,25 @@ enum Report {
                 { $0 >= 0.9 }
             )
         }
+        line(
+            "session=on bulk / plain bulk (same socketpair, runs alternated)",
+            ratio(Names.sessionBulk, Names.plainBulkPaired),
+            "≥ 90 %",
+            { $0 >= 0.9 }
+        )
+        line(
+            "session=on /status req/s / plain (runs alternated)",
+            ratio(Names.sessionStatus, Names.plainStatusPaired),
+            nil,
+            { _ in true }
+        )
+        line(
+            "cancel → next answer, plain / session=on (how much longer plain waits)",
+            ratio(Names.plainCancelToNext, Names.sessionCancelToNext),
+            nil,
+            { _ in true },
+            percent: false
+        )
         if let growth = table.median(Names.memoryGrowth) {
             text +=
                 "- CLI peak RSS growth for the download: \(Table.format(growth)) MiB (target < 64 MiB) \(growth < 64 ? "MET" : "NOT MET")\n"
