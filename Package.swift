@@ -47,6 +47,11 @@ let package = Package(
             pkgConfig: "libusb-1.0",
             providers: [.apt(["libusb-1.0-0-dev"])]
         ),
+        // CRC-32C with the CPU's instruction (SSE4.2, ARMv8 CRC), for the session layer.
+        .target(
+            name: "CCRC32C",
+            path: "Sources/System/CCRC32C"
+        ),
         .target(
             name: "AccessoryCrypto",
             dependencies: ["COpenSSL"],
@@ -91,6 +96,7 @@ let package = Package(
             name: "AccessorySession",
             dependencies: [
                 "AccessoryTransport",
+                "CCRC32C",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Sources/Session/AccessorySession"

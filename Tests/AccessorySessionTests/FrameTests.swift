@@ -10,9 +10,12 @@ struct FrameTests {
     func crc() {
         #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
         var generator = SystemRandomNumberGenerator()
-        for length in [0, 1, 7, 8, 9, 15, 16, 17, 100, 16384] {
+        for length in [0, 1, 7, 8, 9, 15, 16, 17, 100, 767, 768, 1000, 12287, 12288, 12289, 16384, 40000] {
             let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
             #expect(CRC32C.checksum(bytes) == Self.bitwise(bytes), "length \(length)")
+            bytes.withUnsafeBytes { raw in
+                #expect(CRC32C.updateWithTables(0, raw) == Self.bitwise(bytes), "tables, length \(length)")
+            }
         }
     }
 

@@ -52,8 +52,14 @@ public struct SessionFrameReader: Sendable {
         if self.buffer.readableBytes == 0 {
             self.buffer = bytes
         } else {
-            var bytes = bytes
-            self.buffer.writeBuffer(&bytes)
+            // Only the unread tail (at most one partial frame) is carried over into a buffer of
+            // its own: appending in place would grow one storage for the whole session, and
+            // copy all of it whenever a payload slice still shares it.
+            var fresh = ByteBuffer()
+            fresh.reserveCapacity(self.buffer.readableBytes + bytes.readableBytes)
+            fresh.writeImmutableBuffer(self.buffer)
+            fresh.writeImmutableBuffer(bytes)
+            self.buffer = fresh
         }
     }
 

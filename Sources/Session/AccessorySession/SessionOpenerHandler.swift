@@ -20,11 +20,11 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private let handshakePromise: EventLoopPromise<SessionInfo>
     private var machine: SessionOpenerMachine?
     private var context: ChannelHandlerContext?
-    private var held = CircularBuffer<ByteBuffer>()
-    private var heldBytes = 0
+    /// Payload bytes not yet handed up, gathered into one buffer: a read from below that brings
+    /// several frames is handed up as one read, not one per frame.
+    private var held = ByteBuffer()
     private var upstreamWantsRead = false
     private var readingBelow = false
-    private var deliveredThisRead = false
     private var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
     private var handshakeTimer: Scheduled<Void>?
     private var helloResendTimer: Scheduled<Void>?
@@ -121,15 +121,11 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let actions = machine.received(self.unwrapInboundIn(data), now: .now())
         self.machine = machine
         self.run(actions, context: context)
+        self.deliverHeld(context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         self.readingBelow = false
-        if self.deliveredThisRead {
-            self.deliveredThisRead = false
-            self.upstreamWantsRead = false
-            context.fireChannelReadComplete()
-        }
         context.flush()  // PONGs written while reading
         self.readBelowIfNeeded(context: context)
     }
@@ -140,29 +136,34 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
             return
         }
         self.upstreamWantsRead = true
-        if !self.held.isEmpty {
+        if self.held.readableBytes > 0 {
             // Delivered outside this call: the handler above asked, it is not ready to be re-entered.
             let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.execute { bound.value.deliverHeld() }
+            context.eventLoop.execute {
+                guard let context = bound.value.context else { return }
+                bound.value.deliverHeld(context: context)
+            }
             return
         }
         self.readBelowIfNeeded(context: context)
     }
 
-    private func deliverHeld() {
-        guard let context = self.context, self.upstreamWantsRead, !self.held.isEmpty else { return }
-        while let bytes = self.held.popFirst() {
-            self.heldBytes -= bytes.readableBytes
-            context.fireChannelRead(self.wrapInboundOut(bytes))
-        }
+    /// Hands the held bytes up if the layer above asked for a read. The demand is consumed
+    /// before the read is fired, so a `read()` the layer above makes while handling it (as it
+    /// does when it wants more) is a new demand, not lost.
+    private func deliverHeld(context: ChannelHandlerContext) {
+        guard self.upstreamWantsRead, self.held.readableBytes > 0 else { return }
         self.upstreamWantsRead = false
+        let bytes = self.held
+        self.held = ByteBuffer()
+        context.fireChannelRead(self.wrapInboundOut(bytes))
         context.fireChannelReadComplete()
         self.readBelowIfNeeded(context: context)
     }
 
     private func readBelowIfNeeded(context: ChannelHandlerContext) {
         guard !self.readingBelow, !self.ended, context.channel.isActive else { return }
-        guard !self.established || self.upstreamWantsRead || self.heldBytes < Self.holdLimit else { return }
+        guard !self.established || self.upstreamWantsRead || self.held.readableBytes < Self.holdLimit else { return }
         self.readingBelow = true
         context.read()
     }
@@ -206,18 +207,22 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         writePromise: EventLoopPromise<Void>? = nil
     ) {
         var writePromise = writePromise
-        for action in actions {
+        // The caller's promise goes with the last write its bytes became.
+        let lastWrite = actions.lastIndex { if case .write = $0 { true } else { false } }
+        for (index, action) in actions.enumerated() {
             switch action {
             case .write(let bytes):
-                context.write(self.wrapOutboundOut(bytes), promise: writePromise)
-                writePromise = nil
-            case .deliver(let bytes):
-                if self.upstreamWantsRead && self.held.isEmpty {
-                    self.deliveredThisRead = true
-                    context.fireChannelRead(self.wrapInboundOut(bytes))
+                if index == lastWrite {
+                    context.write(self.wrapOutboundOut(bytes), promise: writePromise)
+                    writePromise = nil
                 } else {
-                    self.heldBytes += bytes.readableBytes
-                    self.held.append(bytes)
+                    context.write(self.wrapOutboundOut(bytes), promise: nil)
+                }
+            case .deliver(let bytes):
+                if self.held.readableBytes == 0 {
+                    self.held = bytes
+                } else {
+                    self.held.writeImmutableBuffer(bytes)
                 }
             case .established(let version, let peerMaxFrame):
                 self.established = true
@@ -255,11 +260,12 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     private func flushHeldAndClose(context: ChannelHandlerContext) {
         self.ended = true
-        if !self.held.isEmpty {
-            while let bytes = self.held.popFirst() { context.fireChannelRead(self.wrapInboundOut(bytes)) }
+        if self.held.readableBytes > 0 {
+            let bytes = self.held
+            self.held = ByteBuffer()
+            context.fireChannelRead(self.wrapInboundOut(bytes))
             context.fireChannelReadComplete()
         }
-        self.heldBytes = 0
         context.close(promise: nil)
     }
 

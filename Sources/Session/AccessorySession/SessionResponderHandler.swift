@@ -42,6 +42,8 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     private var currentBoundary: Boundary?
     private var held = CircularBuffer<ByteBuffer>()
     private var deliveredThisRead = false
+    /// Bytes for the HTTP layer from the read being processed.
+    private var pending = ByteBuffer()
     private var inputClosed = false
     private var closingTransport = false
     private var stallTimer: Scheduled<Void>?
@@ -123,7 +125,17 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let actions = self.machine.received(self.unwrapInboundIn(data))
         self.run(actions, context: context)
+        self.handUp(context: context)
         self.watchForStall(context: context)
+    }
+
+    /// The payload of every frame of one read from below goes up as one read.
+    private func handUp(context: ChannelHandlerContext) {
+        guard self.attached, self.pending.readableBytes > 0 else { return }
+        let bytes = self.pending
+        self.pending = ByteBuffer()
+        self.deliveredThisRead = true
+        context.fireChannelRead(self.wrapInboundOut(bytes))
     }
 
     /// How long part of a frame may wait for its next byte before it is given up on.
@@ -141,6 +153,11 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
             guard let context = handler.context else { return }
             handler.stallTimer = nil
             handler.run(handler.machine.stalled(), context: context)
+            handler.handUp(context: context)
+            if handler.deliveredThisRead {
+                handler.deliveredThisRead = false
+                context.fireChannelReadComplete()
+            }
             context.flush()
             handler.watchForStall(context: context)
         }
@@ -200,21 +217,29 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
         writePromise: EventLoopPromise<Void>? = nil
     ) {
         var writePromise = writePromise
-        for action in actions {
+        // The caller's promise goes with the last write its bytes became.
+        let lastWrite = actions.lastIndex { if case .write = $0 { true } else { false } }
+        for (index, action) in actions.enumerated() {
             switch action {
             case .deliver(let bytes):
-                if self.attached {
-                    self.deliveredThisRead = true
-                    context.fireChannelRead(self.wrapInboundOut(bytes))
-                } else {
+                if !self.attached {
                     self.held.append(bytes)
+                } else if self.pending.readableBytes == 0 {
+                    self.pending = bytes
+                } else {
+                    self.pending.writeImmutableBuffer(bytes)
                 }
             case .write(let bytes):
-                context.write(self.wrapOutboundOut(bytes), promise: writePromise)
-                writePromise = nil
+                if index == lastWrite {
+                    context.write(self.wrapOutboundOut(bytes), promise: writePromise)
+                    writePromise = nil
+                } else {
+                    context.write(self.wrapOutboundOut(bytes), promise: nil)
+                }
             case .abandon(let why):
                 // The old stream's unread input is dropped; its HTTP layer is told to stop.
                 self.held.removeAll()
+                self.pending = ByteBuffer()
                 if self.deliveredThisRead {
                     self.deliveredThisRead = false
                     context.fireChannelReadComplete()
