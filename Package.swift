@@ -15,6 +15,7 @@ let package = Package(
     products: [
         .library(name: "AccessoryTransport", targets: ["AccessoryTransport"]),
         .library(name: "AccessoryHTTP1", targets: ["AccessoryHTTP1"]),
+        .library(name: "AccessoryHTTP2", targets: ["AccessoryHTTP2"]),
         .library(name: "AccessoryClient", targets: ["AccessoryClient"]),
         .library(name: "AccessoryResponder", targets: ["AccessoryResponder"]),
         .library(name: "AccessoryEmulator", targets: ["AccessoryEmulator"]),
@@ -29,6 +30,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -133,11 +135,27 @@ let package = Package(
             path: "Sources/Framing/AccessoryHTTP1"
         ),
 
+        // MARK: Layer 4: HTTP/2 over the link (prior knowledge), streams of one connection
+        .target(
+            name: "AccessoryHTTP2",
+            dependencies: [
+                "AccessoryHTTP1",
+                "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP2", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/Framing/AccessoryHTTP2"
+        ),
+
         // MARK: Layer 5: client API and responder
         .target(
             name: "AccessoryClient",
             dependencies: [
                 "AccessoryHTTP1",
+                "AccessoryHTTP2",
                 "AccessoryTLS",
                 "AccessoryTransport",
                 "AccessoryCrypto",
@@ -153,6 +171,8 @@ let package = Package(
             dependencies: [
                 "AccessoryTransport",
                 "AccessorySession",
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHTTPTypesHTTP2", package: "swift-nio-extras"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

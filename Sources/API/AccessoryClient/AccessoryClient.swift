@@ -1,4 +1,5 @@
 import AccessoryHTTP1
+import AccessoryHTTP2
 import AccessoryTransport
 import HTTPTypes
 import NIOCore
@@ -6,7 +7,9 @@ import NIOPosix
 
 /// The native client: sends HTTP requests to one accessory over a persistent link.
 ///
-/// Requests may be made from many tasks at once; they are carried one at a time, in order.
+/// Requests may be made from many tasks at once; on an HTTP/1.1 link they are carried one at a
+/// time, in order; on an HTTP/2 link (``LinkConfiguration/httpVersion``) each is a stream and they
+/// run at once.
 /// Redirects are followed (to the same accessory by default) and Basic or Digest
 /// authentication is answered, so the caller sees only the final response.
 ///
@@ -37,6 +40,9 @@ public final class AccessoryClient: Sendable {
     /// The link underneath: package-only, so callers cannot bypass redirects, authentication
     /// and the client's policies by talking to it directly.
     package let link: HTTPLink
+    /// The HTTP/2 connection, when the configuration asks for HTTP/2 (`http=2`): then every
+    /// request is a stream of it, and requests from many tasks run at once.
+    package let http2: HTTP2Link?
 
     /// The link's event loop as a task executor. Requests made from a task that prefers it
     /// (`withTaskExecutorPreference(client.taskExecutor) { … }`) run without any thread hop:
@@ -50,11 +56,16 @@ public final class AccessoryClient: Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
         self.configuration = configuration
-        self.link = HTTPLink(transport: transport, configuration: configuration.link, eventLoop: eventLoopGroup.next())
+        let eventLoop = eventLoopGroup.next()
+        self.link = HTTPLink(transport: transport, configuration: configuration.link, eventLoop: eventLoop)
+        self.http2 =
+            configuration.link.httpVersion == .http2
+            ? HTTP2Link(transport: transport, configuration: configuration.link, eventLoop: eventLoop) : nil
     }
 
     /// Closes the link. Requests after this fail with `.shutDown`.
     public func shutdown() async {
+        await self.http2?.shutdown()
         await self.link.shutdown()
     }
 
@@ -112,6 +123,26 @@ public final class AccessoryClient: Sendable {
         try await self.data(AccessoryRequest(url: target), maxBodySize: maxBodySize)
     }
 
+    /// One exchange on the link this client speaks: an HTTP/2 stream, or the HTTP/1.1 link.
+    private func exchange<Result: Sendable>(
+        _ request: HTTPRequest,
+        body: HTTPRequestBody,
+        deadline: ContinuousClock.Instant?,
+        handleIsLinkWork: Bool,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        if let http2 = self.http2 {
+            return try await http2.execute(request, body: body, deadline: deadline, handle)
+        }
+        return try await self.link.execute(
+            request,
+            body: body,
+            deadline: deadline,
+            handleIsLinkWork: handleIsLinkWork,
+            handle
+        )
+    }
+
     private enum Step<Final: Sendable>: Sendable {
         case final(Final)
         case follow(HTTPRequest, dropBody: Bool)
@@ -137,7 +168,7 @@ public final class AccessoryClient: Sendable {
             let hadBody = !body.isNone
             // The closure runs inside this task, before `execute` returns, so it may update the
             // redirect and authentication state directly.
-            let step: Step<Result> = try await self.link.execute(
+            let step: Step<Result> = try await self.exchange(
                 authorized,
                 body: body,
                 deadline: deadline,

@@ -184,19 +184,19 @@ public struct HTTPResponder: Sendable {
     /// Serves a link until its transport closes: with a session layer, every stream the session
     /// layer ends (a HELLO, the host's CLOSE) gets fresh HTTP handlers and the next one is served.
     private func serve(_ served: ServedLink) async {
+        let channel = served.channel
         guard let session = served.session else {
-            await self.session(served.link).run()
+            await self.serve(served.negotiated, on: channel)
             return
         }
-        let channel = served.link.channel
         let eventLoop = channel.eventLoop
         let configuration = self.configuration
-        var link = served.link
+        var negotiated = served.negotiated
         while !Task.isCancelled {
             let boundary = eventLoop.flatSubmit { session.value.boundary(on: eventLoop) }
-            let current = link
+            let current = negotiated
             let ended: SessionResponderHandler.Boundary = await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.session(current).run() }
+                group.addTask { await self.serve(current, on: channel) }
                 let ended = (try? await boundary.get()) ?? .transportClosed
                 // A new HELLO or the host's CLOSE: the handler still running (a long download, a
                 // sleep) is stopped now, not when it next writes.
@@ -206,10 +206,10 @@ public struct HTTPResponder: Sendable {
             }
             guard ended != .transportClosed, !Task.isCancelled else { break }
             do {
-                link = try await eventLoop.flatSubmit {
-                    ResponderPipeline.rebuild(channel, configuration: configuration).map { link in
+                negotiated = try await eventLoop.flatSubmit {
+                    ResponderPipeline.rebuild(channel, configuration: configuration).map { negotiated in
                         session.value.attach()
-                        return link
+                        return negotiated
                     }
                 }.get()
             } catch {
@@ -220,7 +220,46 @@ public struct HTTPResponder: Sendable {
         try? await eventLoop.flatSubmit { session.value.closeTransport(on: eventLoop) }.get()
     }
 
-    private func session(_ channel: ResponderLink) -> LinkSession {
-        LinkSession(channel: channel, configuration: self.configuration, handler: self.handler, logger: self.logger)
+    /// Serves one stream in the HTTP version its first bytes chose: HTTP/1.1 requests in order,
+    /// or every HTTP/2 request stream at once, until the stream ends.
+    private func serve(_ negotiated: EventLoopFuture<NegotiatedLink>, on channel: any Channel) async {
+        // Waiting for the first bytes ends when the task is cancelled (the session layer ended
+        // this stream before any byte of it came).
+        let decided = channel.eventLoop.makePromise(of: NegotiatedLink.self)
+        negotiated.cascade(to: decided)
+        let outcome = await withTaskCancellationHandler {
+            try? await decided.futureResult.get()
+        } onCancel: {
+            decided.fail(CancellationError())
+        }
+        guard let negotiated = outcome else {
+            try? await channel.close()
+            return
+        }
+        switch negotiated {
+        case .http1(let link):
+            await self.session(link).run()
+        case .http2(let multiplexer):
+            await withDiscardingTaskGroup { group in
+                do {
+                    for try await stream in multiplexer.inbound {
+                        group.addTask { await self.session(stream, http2: true).run() }
+                    }
+                } catch {
+                    self.logger.debug("HTTP/2 link ended", metadata: ["error": "\(error)"])
+                }
+            }
+            try? await channel.close()
+        }
+    }
+
+    private func session(_ channel: ResponderLink, http2: Bool = false) -> LinkSession {
+        LinkSession(
+            channel: channel,
+            configuration: self.configuration,
+            handler: self.handler,
+            logger: self.logger,
+            http2: http2
+        )
     }
 }

@@ -14,6 +14,9 @@ struct LinkSession: Sendable {
     let configuration: ResponderConfiguration
     let handler: HTTPHandler
     let logger: Logger
+    /// One HTTP/2 request stream: one exchange, framed by the stream (no Content-Length or
+    /// chunking rules, no `Connection` header).
+    var http2 = false
 
     /// Runs until the peer closes the link, a protocol error closes it, or the task is cancelled.
     ///
@@ -63,7 +66,7 @@ struct LinkSession: Sendable {
 
     /// Serves one request; returns whether the link stays open.
     private func serveExchange(head: HTTPRequest, link: LinkInbound, emitter: ResponseEmitter) async -> Bool {
-        let framing = RequestFraming(head)
+        let framing = RequestFraming(head, http2: self.http2)
         let generation = link.beginExchange(expectsContinue: framing.expectsContinue)
         let request = ResponderRequest(
             head: head,
@@ -88,7 +91,8 @@ struct LinkSession: Sendable {
             response = Self.internalServerError
         }
 
-        var keepAlive = !framing.wantsClose && !response.head.headerFields.containsToken("close", in: .connection)
+        var keepAlive =
+            self.http2 || (!framing.wantsClose && !response.head.headerFields.containsToken("close", in: .connection))
         switch link.responseStarting(generation: generation) {
         case .finished:
             break

@@ -11,12 +11,14 @@ struct RequestFraming: Sendable {
     /// The client asked to close the link after this exchange.
     var wantsClose: Bool
 
-    init(_ head: HTTPRequest) {
+    /// - Parameter http2: the request came on an HTTP/2 stream, whose end the stream marks: it
+    ///   may have a body without any Content-Length (an empty one ends at once).
+    init(_ head: HTTPRequest, http2: Bool = false) {
         let fields = head.headerFields
         let chunked = fields[.transferEncoding] != nil
         let length = fields[.contentLength].flatMap { Int($0) }
         self.contentLength = chunked ? nil : length
-        self.hasBody = chunked || (length ?? 0) > 0
+        self.hasBody = chunked || (length ?? 0) > 0 || (http2 && length == nil)
         self.expectsContinue =
             self.hasBody
             && fields[.expect].map { $0.lowercased() == "100-continue" } == true

@@ -2,11 +2,15 @@ import AccessorySession
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP2
 
 /// A link as its serving task gets it: the HTTP side, and the session layer below it if any.
 struct ServedLink: Sendable {
-    var link: ResponderLink
+    let channel: any Channel
+    /// What the first bytes of the stream asked for.
+    var negotiated: EventLoopFuture<NegotiatedLink>
     let session: NIOLoopBound<SessionResponderHandler>?
 }
 
@@ -21,8 +25,51 @@ enum ResponderPipeline {
         sessions: Bool = true
     ) throws -> ServedLink {
         let session = sessions ? try self.addSessionLayer(channel, configuration: configuration) : nil
-        let link = try self.configure(channel, configuration: configuration)
-        return ServedLink(link: link, session: session.map { NIOLoopBound($0, eventLoop: channel.eventLoop) })
+        return ServedLink(
+            channel: channel,
+            negotiated: try self.addDetector(channel, configuration: configuration),
+            session: session.map { NIOLoopBound($0, eventLoop: channel.eventLoop) }
+        )
+    }
+
+    /// Adds the detector that installs HTTP/1.1 or HTTP/2 handlers on the stream's first bytes.
+    static func addDetector(
+        _ channel: any Channel,
+        configuration: ResponderConfiguration
+    ) throws -> EventLoopFuture<NegotiatedLink> {
+        let promise = channel.eventLoop.makePromise(of: NegotiatedLink.self)
+        do {
+            try channel.pipeline.syncOperations.addHandler(
+                HTTPVersionDetector(configuration: configuration, promise: promise)
+            )
+        } catch {
+            promise.fail(error)
+            throw error
+        }
+        return promise.futureResult
+    }
+
+    /// HTTP/2 with prior knowledge: each request stream gets the HTTP/2-to-HTTP-types codec and
+    /// the same link handler an HTTP/1.1 link has, so the same serving loop answers it.
+    static func configureHTTP2(
+        _ channel: any Channel,
+        configuration: ResponderConfiguration
+    ) throws -> NIOHTTP2Handler.AsyncStreamMultiplexer<ResponderLink> {
+        var settings = NIOHTTP2Handler.Configuration()
+        settings.connection.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: max(1024, configuration.maxHeaderBlockSize)),
+        ]
+        return try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(mode: .server, configuration: settings) {
+            stream in
+            stream.eventLoop.makeCompletedFuture {
+                let sync = stream.pipeline.syncOperations
+                try sync.addHandler(HTTP2FramePayloadToHTTPServerCodec())
+                let handler = ResponderLinkHandler(eventLoop: stream.eventLoop)
+                try sync.addHandler(handler)
+                return ResponderLink(channel: stream, handler: handler)
+            }
+        }
     }
 
     /// Must run on the channel's event loop, before the channel is active.
@@ -73,24 +120,25 @@ enum ResponderPipeline {
     /// Replaces the HTTP handlers with fresh ones for the next stream on the same transport (the
     /// session layer ended the previous one). Must run on the channel's event loop; the new
     /// handlers are added once the old ones have left (a decoder leaves on a later tick).
-    static func rebuild(_ channel: any Channel, configuration: ResponderConfiguration) -> EventLoopFuture<ResponderLink>
-    {
+    static func rebuild(
+        _ channel: any Channel,
+        configuration: ResponderConfiguration
+    ) -> EventLoopFuture<EventLoopFuture<NegotiatedLink>> {
         let sync = channel.pipeline.syncOperations
-        let contexts: [ChannelHandlerContext]
-        do {
-            // configureHTTPServerPipeline adds exactly an encoder and a decoder with these options.
-            contexts = [
-                try sync.context(handlerType: ResponderLinkHandler.self),
-                try sync.context(handlerType: HTTP1ServerPartConverter.self),
-                try sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
-                try sync.context(handlerType: HTTPResponseEncoder.self),
-            ]
-        } catch {
-            return channel.eventLoop.makeFailedFuture(error)
-        }
+        // Whatever the last stream had above the session layer: the detector if no byte came,
+        // else HTTP/1.1's four handlers (configureHTTPServerPipeline adds exactly an encoder and
+        // a decoder with these options) or HTTP/2's handler.
+        let contexts = [
+            try? sync.context(handlerType: HTTPVersionDetector.self),
+            try? sync.context(handlerType: ResponderLinkHandler.self),
+            try? sync.context(handlerType: HTTP1ServerPartConverter.self),
+            try? sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
+            try? sync.context(handlerType: HTTPResponseEncoder.self),
+            try? sync.context(handlerType: NIOHTTP2Handler.self),
+        ].compactMap { $0 }
         let removals = contexts.map { sync.removeHandler(context: $0) }
         return EventLoopFuture.andAllSucceed(removals, on: channel.eventLoop).flatMapThrowing {
-            try self.configure(channel, configuration: configuration)
+            try self.addDetector(channel, configuration: configuration)
         }
     }
 }

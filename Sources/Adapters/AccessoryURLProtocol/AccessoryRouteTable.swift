@@ -109,9 +109,14 @@ public final class AccessoryRouteTable: Sendable {
         if let tls = route.tls {
             transport = TLSTransport(wrapping: transport, configuration: tls)
         }
+        var configuration = route.clientConfiguration
+        if case .device(let spec) = route.endpoint, spec.link.http == .http2 {
+            // http=2: the route's concurrent tasks run as concurrent streams.
+            configuration.link.httpVersion = .http2
+        }
         return self.state.withLock { state in
             if let raced = state.clients[route.name] { return raced }
-            let client = AccessoryClient(transport: transport, configuration: route.clientConfiguration)
+            let client = AccessoryClient(transport: transport, configuration: configuration)
             state.clients[route.name] = client
             return client
         }

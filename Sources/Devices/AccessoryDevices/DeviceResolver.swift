@@ -41,15 +41,9 @@ public struct DeviceResolver: Sendable {
     /// `session=on` wraps the device's transport in a `SessionTransport`, `session=auto` in an
     /// `AutoSessionTransport` (module AccessorySession).
     ///
-    /// - Throws: ``TransportError`` (``TransportError/Code/unsupported``) for `http=2`, which this
-    ///   build does not speak yet.
+    /// `http=` is not the transport's business: the client reads it from the spec
+    /// (`LinkConfiguration.httpVersion`).
     public func transport(for spec: DeviceSpec) throws(TransportError) -> any ByteStreamTransport {
-        guard spec.link.http == .http1_1 else {
-            throw TransportError(
-                .unsupported,
-                "\(spec): http=2 (HTTP/2 over the link) is not in this build yet; use http=1.1, with session=on for a line that must survive killed clients"
-            )
-        }
         let device: any ByteStreamTransport
         switch spec.kind {
         case .emulator:

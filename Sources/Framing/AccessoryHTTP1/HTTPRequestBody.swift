@@ -2,13 +2,13 @@ import NIOCore
 
 /// The body of a request sent over a link.
 public struct HTTPRequestBody: Sendable {
-    enum Storage: Sendable {
+    package enum Storage: Sendable {
         case none
         case bytes(ByteBuffer)
         case stream(length: Int?, @Sendable (RequestBodyWriter) async throws -> Void)
     }
 
-    let storage: Storage
+    package let storage: Storage
 
     /// No body.
     public static let none = HTTPRequestBody(storage: .none)
@@ -45,6 +45,10 @@ public struct HTTPRequestBody: Sendable {
 /// Writes the parts of a streamed request body onto the link.
 public struct RequestBodyWriter: Sendable {
     let writeBuffer: @Sendable (ByteBuffer) async throws -> Void
+
+    package init(writeBuffer: @escaping @Sendable (ByteBuffer) async throws -> Void) {
+        self.writeBuffer = writeBuffer
+    }
 
     /// Writes `buffer`; suspends while the link cannot take more (back-pressure).
     public func write(_ buffer: ByteBuffer) async throws {

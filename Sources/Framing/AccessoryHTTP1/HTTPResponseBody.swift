@@ -13,6 +13,8 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         /// The whole body, already received.
         case buffered(ByteBuffer?)
         case stream(ResponseBodyProducer)
+        /// Pulled from another link's own stream (an HTTP/2 stream), one buffer per call.
+        case pull(@Sendable () async throws -> ByteBuffer?)
     }
 
     private let storage: Storage
@@ -25,6 +27,12 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         self.storage = .buffered(buffered)
     }
 
+    /// A body another kind of link delivers: `next` returns the next buffer, `nil` at the end.
+    /// It is called by one iteration at a time (the body is iterated once).
+    package init(next: @escaping @Sendable () async throws -> ByteBuffer?) {
+        self.storage = .pull(next)
+    }
+
     /// The body when it was handed over whole (an empty buffer for none), `nil` when it streams.
     var wholeBody: ByteBuffer? {
         if case .buffered(let buffer) = self.storage { return buffer ?? ByteBuffer() }
@@ -35,6 +43,7 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         private enum Base {
             case buffered(ByteBuffer?)
             case stream(ResponseBodyProducer.AsyncIterator)
+            case pull(@Sendable () async throws -> ByteBuffer?)
         }
 
         private var base: Base
@@ -43,6 +52,7 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
             switch storage {
             case .buffered(let buffer): self.base = .buffered(buffer)
             case .stream(let producer): self.base = .stream(producer.makeAsyncIterator())
+            case .pull(let next): self.base = .pull(next)
             }
         }
 
@@ -54,6 +64,8 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
                 return buffer
             case .stream(let iterator):
                 return try await iterator.next()
+            case .pull(let next):
+                return try await next()
             }
         }
     }
@@ -93,4 +105,9 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
 public struct HTTPLinkResponse: Sendable {
     public let head: HTTPResponse
     public let body: HTTPResponseBody
+
+    package init(head: HTTPResponse, body: HTTPResponseBody) {
+        self.head = head
+        self.body = body
+    }
 }

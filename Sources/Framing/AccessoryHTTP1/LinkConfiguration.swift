@@ -1,3 +1,5 @@
+import AccessoryTransport
+
 /// Parsing limits for responses read from a device.
 ///
 /// A device is untrusted input: without limits, a stuck or hostile device could make the host
@@ -52,6 +54,9 @@ public struct LinkConfiguration: Sendable {
     public var maxDecompressionRatio = 1000
     /// Receives a trace of both directions, if set (the CLI's `-v`).
     public var tracer: LinkTracer?
+    /// The HTTP version the link speaks (`http=` in a device spec): HTTP/1.1, or HTTP/2 with
+    /// prior knowledge (AccessoryClient then runs its requests as concurrent HTTP/2 streams).
+    public var httpVersion: LinkOptions.HTTPVersion = .http1_1
     /// Write request header names in Title-Case (`Content-Type`, `X-Api-Key`), for devices that
     /// accept nothing else (the USB `title-case-headers` quirk). Off: names go out as given.
     public var titleCaseHeaderNames = false

@@ -20,5 +20,5 @@ public struct LinkTracer: Sendable {
 
     public init(_ sink: @escaping @Sendable (Event) -> Void) { self.sink = sink }
 
-    func emit(_ event: Event) { self.sink(event) }
+    package func emit(_ event: Event) { self.sink(event) }
 }

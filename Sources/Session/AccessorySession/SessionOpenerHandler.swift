@@ -152,7 +152,10 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// before the read is fired, so a `read()` the layer above makes while handling it (as it
     /// does when it wants more) is a new demand, not lost.
     private func deliverHeld(context: ChannelHandlerContext) {
-        guard self.upstreamWantsRead, self.held.readableBytes > 0 else { return }
+        // With autoRead on (an HTTP/2 connection) the channel itself asks for every read, and
+        // its asks do not pass through here while this handler keeps a read going: deliver.
+        let autoRead = (try? context.channel.syncOptions?.getOption(ChannelOptions.autoRead)) ?? false
+        guard self.upstreamWantsRead || autoRead, self.held.readableBytes > 0 else { return }
         self.upstreamWantsRead = false
         let bytes = self.held
         self.held = ByteBuffer()

@@ -131,6 +131,7 @@ struct GlobalOptions: ParsableArguments {
         configuration.redirects = redirects
         if let connectTimeout { configuration.link.openTimeout = .seconds(connectTimeout) }
         configuration.link.decompressResponses = compressed
+        configuration.link.httpVersion = spec.link.http
         let renderer = self.verbose ? TraceRenderer(limit: self.traceLimit) : nil
         if let renderer { configuration.link.tracer = renderer.tracer }
         if case .usb(let selector) = spec.kind, config?.usbQuirks[selector.description]?.titleCaseHeaderNames == true {

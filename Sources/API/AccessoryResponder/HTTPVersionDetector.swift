@@ -1,0 +1,93 @@
+import NIOCore
+import NIOHTTP2
+import NIOHTTPTypesHTTP2
+
+/// What a stream turned out to speak, with what its serving task needs for it.
+enum NegotiatedLink: Sendable {
+    case http1(ResponderLink)
+    /// HTTP/2 with prior knowledge (RFC 9113 §3.3): every request stream as a ``ResponderLink``.
+    case http2(NIOHTTP2Handler.AsyncStreamMultiplexer<ResponderLink>)
+}
+
+/// Looks at the first bytes of a stream: the HTTP/2 connection preface makes it an HTTP/2
+/// link, anything else an HTTP/1.1 link. It installs the handlers for that version behind
+/// itself, hands them the bytes it looked at, and leaves the pipeline. An HTTP/1.1 request is
+/// decided on its first byte or two (no method starts with "PR"), so plain requests wait for
+/// nothing.
+final class HTTPVersionDetector: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    private let configuration: ResponderConfiguration
+    private let promise: EventLoopPromise<NegotiatedLink>
+    private var seen = ByteBuffer()
+    private var decided = false
+
+    init(configuration: ResponderConfiguration, promise: EventLoopPromise<NegotiatedLink>) {
+        self.configuration = configuration
+        self.promise = promise
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = self.unwrapInboundIn(data)
+        self.seen.writeBuffer(&bytes)
+        let prefix = self.seen.readableBytesView.prefix(Self.preface.count)
+        if !prefix.elementsEqual(Self.preface.prefix(prefix.count)) {
+            self.decide(http2: false, context: context)
+        } else if prefix.count == Self.preface.count {
+            self.decide(http2: true, context: context)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .inputClosed = event as? ChannelEvent { self.decide(http2: false, context: context) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.decide(http2: false, context: context)
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // Removed undecided (the session layer renewed the stream): nothing will be served.
+        if !self.decided {
+            self.decided = true
+            self.promise.fail(ChannelError.inputClosed)
+        }
+    }
+
+    private func decide(http2: Bool, context: ChannelHandlerContext) {
+        guard !self.decided else { return }
+        self.decided = true
+        do {
+            let negotiated: NegotiatedLink
+            if http2 {
+                negotiated = .http2(
+                    try ResponderPipeline.configureHTTP2(context.channel, configuration: self.configuration)
+                )
+            } else {
+                negotiated = .http1(try ResponderPipeline.configure(context.channel, configuration: self.configuration))
+            }
+            self.promise.succeed(negotiated)
+        } catch {
+            self.promise.fail(error)
+            context.close(promise: nil)
+            return
+        }
+        if self.seen.readableBytes > 0 {
+            let seen = self.seen
+            self.seen = ByteBuffer()
+            context.fireChannelRead(self.wrapInboundOut(seen))
+            context.fireChannelReadComplete()
+        }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+}
+
+/// The HTTP/2 handler has no removal of its own; the session layer renews a stream's handlers
+/// by removing them, and an HTTP/2 connection that a new session ends is over: its streams are
+/// failed as the handler leaves (its `handlerRemoved`).
+extension NIOHTTP2Handler: @retroactive RemovableChannelHandler {}

@@ -1,0 +1,304 @@
+import AccessoryHTTP1
+import AccessoryTransport
+import HTTPTypes
+import NIOCore
+import NIOHTTP2
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP2
+import Synchronization
+
+/// One HTTP/2 connection to an accessory, with prior knowledge (RFC 9113 §3.3), over any byte
+/// stream transport (the session layer's included): every exchange is a stream of its own, so
+/// exchanges run at once, each with its own flow control, and an abandoned one is reset
+/// (RST_STREAM) without touching the others or draining anything.
+///
+/// The connection opens on the first request and again after it closed; HPACK keeps repeated
+/// request heads to a few bytes, which counts on a slow serial line.
+public final class HTTP2Link: Sendable {
+    public let transport: any ByteStreamTransport
+    public let configuration: LinkConfiguration
+    public let eventLoop: any EventLoop
+
+    private let connection = Mutex<ConnectionState>(.idle)
+    private let opens = Mutex(0)
+
+    enum ConnectionState {
+        case idle
+        case opening(Task<Connection, any Error>)
+        case open(Connection)
+        case shutDown
+    }
+
+    struct Connection: Sendable {
+        let channel: any Channel
+        let multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>
+    }
+
+    public init(transport: any ByteStreamTransport, configuration: LinkConfiguration, eventLoop: any EventLoop) {
+        self.transport = transport
+        self.configuration = configuration
+        self.eventLoop = eventLoop
+    }
+
+    /// How many times the connection was opened.
+    public var openCount: Int { self.opens.withLock { $0 } }
+
+    /// Closes the connection; requests after this fail with `.shutDown`.
+    public func shutdown() async {
+        let state = self.connection.withLock { state in
+            defer { state = .shutDown }
+            return state
+        }
+        switch state {
+        case .open(let connection): try? await connection.channel.close()
+        case .opening(let task): (try? await task.value).map { $0.channel.close(promise: nil) }
+        case .idle, .shutDown: break
+        }
+    }
+
+    /// Sends `request` on a new stream and hands the response to `handle`. When `handle` returns
+    /// the stream is closed; a response not read to its end is reset (RST_STREAM), at once.
+    ///
+    /// - Throws: what `handle` throws; ``HTTPLinkError`` for everything else (`exchange-timeout`
+    ///   when `deadline` passes, `cancelled`, `link-closed`, `transport-failed`…).
+    public func execute<Result: Sendable>(
+        _ request: HTTPRequest,
+        body: HTTPRequestBody = .none,
+        deadline: ContinuousClock.Instant? = nil,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        guard let deadline else { return try await self.exchange(request, body: body, handle) }
+        return try await withDeadline(deadline) { try await self.exchange(request, body: body, handle) }
+    }
+
+    private func exchange<Result: Sendable>(
+        _ request: HTTPRequest,
+        body: HTTPRequestBody,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        let stream = try await self.openStream()
+        let head = HTTP2RequestHead.make(request, body: body, configuration: self.configuration)
+        do {
+            let tracer = self.configuration.tracer
+            return try await stream.executeThenClose { inbound, outbound in
+                tracer?.emit(.requestHead(Self.render(head)))
+                try await outbound.write(.head(head))
+                switch body.storage {
+                case .none:
+                    break
+                case .bytes(let buffer):
+                    if buffer.readableBytes > 0 { try await outbound.write(.body(buffer)) }
+                case .stream(_, let produce):
+                    try await produce(RequestBodyWriter { try await outbound.write(.body($0)) })
+                }
+                try await outbound.write(.end(nil))
+                let parts = PartSource(inbound.makeAsyncIterator())
+                let responseHead = try await parts.finalHead()
+                tracer?.emit(.responseHead(Self.render(responseHead)))
+                let response = HTTPLinkResponse(
+                    head: responseHead,
+                    body: HTTPResponseBody(next: { try await parts.nextBodyBuffer() })
+                )
+                return try await handle(response)
+            }
+        } catch let error as HTTPLinkError {
+            throw error
+        } catch is CancellationError {
+            throw HTTPLinkError(.cancelled, "the exchange was cancelled; its HTTP/2 stream was reset")
+        } catch let error as NIOHTTP2Errors.StreamClosed {
+            throw HTTPLinkError(
+                .linkClosed,
+                "the device reset the HTTP/2 stream (\(error.errorCode))",
+                underlying: error
+            )
+        } catch let error as any NIOHTTP2Error {
+            throw HTTPLinkError(.malformedResponse, "the HTTP/2 exchange failed: \(error)", underlying: error)
+        } catch let error as ChannelError {
+            throw HTTPLinkError(.linkClosed, "the HTTP/2 connection closed: \(error)", underlying: error)
+        }
+    }
+
+    /// A head as `-v` shows it: pseudo-header fields first, as on the wire.
+    static func render(_ request: HTTPRequest) -> String {
+        var text = ":method: \(request.method.rawValue)\n:scheme: \(request.scheme ?? "")"
+        text += "\n:authority: \(request.authority ?? "")\n:path: \(request.path ?? "")"
+        for field in request.headerFields { text += "\n\(field.name): \(field.value)" }
+        return text
+    }
+
+    static func render(_ response: HTTPResponse) -> String {
+        var text = ":status: \(response.status.code)"
+        for field in response.headerFields { text += "\n\(field.name): \(field.value)" }
+        return text
+    }
+
+    // MARK: The connection
+
+    private func openStream() async throws -> NIOAsyncChannel<HTTPResponsePart, HTTPRequestPart> {
+        for attempt in 0..<2 {
+            let connection = try await self.connect()
+            do {
+                return try await connection.multiplexer.openStream { stream in
+                    stream.eventLoop.makeCompletedFuture {
+                        try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTPClientCodec())
+                        return try NIOAsyncChannel<HTTPResponsePart, HTTPRequestPart>(
+                            wrappingChannelSynchronously: stream
+                        )
+                    }
+                }
+            } catch {
+                // The connection went away under us (the device closed it, GOAWAY): open anew once.
+                self.forget(connection)
+                if attempt == 1 {
+                    throw HTTPLinkError(.linkClosed, "could not open an HTTP/2 stream: \(error)", underlying: error)
+                }
+            }
+        }
+        throw HTTPLinkError(.linkClosed, "could not open an HTTP/2 stream")
+    }
+
+    private func connect() async throws -> Connection {
+        let task: Task<Connection, any Error> = try self.connection.withLock { state in
+            switch state {
+            case .open(let connection) where connection.channel.isActive:
+                return Task { connection }
+            case .opening(let task):
+                return task
+            case .shutDown:
+                throw HTTPLinkError(.shutDown, "the link was shut down")
+            case .idle, .open:
+                let task = Task { try await self.open() }
+                state = .opening(task)
+                return task
+            }
+        }
+        do {
+            let connection = try await task.value
+            self.connection.withLock { state in
+                if case .opening = state { state = .open(connection) }
+            }
+            return connection
+        } catch {
+            self.connection.withLock { state in
+                if case .opening = state { state = .idle }
+            }
+            throw error
+        }
+    }
+
+    private func forget(_ connection: Connection) {
+        self.connection.withLock { state in
+            if case .open(let current) = state, current.channel === connection.channel { state = .idle }
+        }
+        connection.channel.close(promise: nil)
+    }
+
+    private func open() async throws -> Connection {
+        let configuration = self.configuration
+        var settings = NIOHTTP2Handler.Configuration()
+        settings.connection.initialSettings = [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: configuration.limits.maxHeaderBlockSize),
+        ]
+        do {
+            let (stream, multiplexer) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
+                try await self.transport.open(
+                    on: self.eventLoop,
+                    building: { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
+                                mode: .client,
+                                configuration: settings
+                            ) { stream in
+                                // The device may not push (SETTINGS_ENABLE_PUSH 0); a stream it
+                                // starts anyway is closed.
+                                stream.close(promise: nil)
+                                return stream.eventLoop.makeSucceededVoidFuture()
+                            }
+                        }
+                    }
+                )
+            }
+            self.opens.withLock { $0 += 1 }
+            configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
+            return Connection(channel: stream.channel, multiplexer: multiplexer)
+        } catch let error as HTTPLinkError where error.code == .exchangeTimeout {
+            throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
+        } catch let error as HTTPLinkError {
+            throw error
+        } catch {
+            throw HTTPLinkError(.transportFailed, "could not open \(self.transport): \(error)", underlying: error)
+        }
+    }
+}
+
+/// Reads a stream's response parts: the final head (1xx heads skipped), then body buffers.
+/// One iteration pulls at a time: the handler's body loop, inside the stream's scope.
+final class PartSource: @unchecked Sendable {
+    // @unchecked: the iterator is used only by the exchange that owns the stream, one call at a
+    // time (the head first, then the body, iterated once, within `executeThenClose`).
+    private var iterator: NIOAsyncChannelInboundStream<HTTPResponsePart>.AsyncIterator
+    private var ended = false
+
+    init(_ iterator: NIOAsyncChannelInboundStream<HTTPResponsePart>.AsyncIterator) {
+        self.iterator = iterator
+    }
+
+    func finalHead() async throws -> HTTPResponse {
+        var informational = 0
+        while let part = try await self.iterator.next() {
+            guard case .head(let head) = part else {
+                throw HTTPLinkError(.malformedResponse, "the device sent HTTP/2 data before a response head")
+            }
+            if head.status.kind != .informational { return head }
+            informational += 1
+            if informational > 100 {
+                throw HTTPLinkError(.malformedResponse, "the device sent more than 100 informational heads")
+            }
+        }
+        throw HTTPLinkError(.linkClosed, "the device ended the HTTP/2 stream before a response head")
+    }
+
+    func nextBodyBuffer() async throws -> ByteBuffer? {
+        while !self.ended, let part = try await self.iterator.next() {
+            switch part {
+            case .body(let buffer): if buffer.readableBytes > 0 { return buffer }
+            case .end: self.ended = true
+            case .head: throw HTTPLinkError(.malformedResponse, "the device sent a second response head")
+            }
+        }
+        if !self.ended { throw HTTPLinkError(.linkClosed, "the device ended the HTTP/2 stream before the body's end") }
+        return nil
+    }
+}
+
+/// Runs `body`, ending it with `HTTPLinkError(.exchangeTimeout)` when `deadline` passes.
+func withDeadline<Result: Sendable>(
+    _ deadline: ContinuousClock.Instant,
+    _ body: () async throws -> Result
+) async throws -> Result {
+    try await withoutActuallyEscaping(body) { body in
+        let work = UncheckedWork(body: body)
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask { try await work.body() }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw CancellationError() }
+            guard let result = first else {
+                throw HTTPLinkError(.exchangeTimeout, "the exchange took longer than its deadline")
+            }
+            return result
+        }
+    }
+}
+
+/// The caller's work, run in the one child task of ``withDeadline(_:_:)``.
+private struct UncheckedWork<Result: Sendable>: @unchecked Sendable {
+    // @unchecked: the closure runs in exactly one child task, and the caller does nothing but
+    // wait for that task (the group is awaited before `withDeadline` returns), so it never runs
+    // at the same time as the code that made it, and never after it returned.
+    let body: () async throws -> Result
+}
