@@ -44,6 +44,7 @@ final class NginxFixture: Sendable {
     static func with<T>(
         tcpPort: UInt16? = nil,
         stallUpstream: String? = nil,
+        http2: Bool = false,
         _ body: (NginxFixture) async throws -> T
     ) async throws -> T {
         guard access(Self.executable, X_OK) == 0 else {
@@ -53,7 +54,7 @@ final class NginxFixture: Sendable {
         }
         let directory = try TemporaryDirectory("ngx")
         defer { directory.remove() }
-        let fixture = try await Self.start(in: directory, tcpPort: tcpPort, stallUpstream: stallUpstream)
+        let fixture = try await Self.start(in: directory, tcpPort: tcpPort, stallUpstream: stallUpstream, http2: http2)
         defer { fixture.process.stop() }
         return try await body(fixture)
     }
@@ -61,7 +62,8 @@ final class NginxFixture: Sendable {
     private static func start(
         in directory: TemporaryDirectory,
         tcpPort: UInt16?,
-        stallUpstream: String?
+        stallUpstream: String?,
+        http2: Bool
     ) async throws -> NginxFixture {
         let root = try directory.makeDirectory("www")
         let temporary = try directory.makeDirectory("tmp")
@@ -91,7 +93,7 @@ final class NginxFixture: Sendable {
                 scgi_temp_path \(temporary)/scgi;
                 types { text/plain txt; application/octet-stream bin; }
                 server {
-                    listen unix:\(socket);
+                    listen unix:\(socket)\(http2 ? " http2" : "");
                     \(tcpListen)
                     location / { root \(root); }
                     location = /text.txt { root \(root); gzip on; gzip_types text/plain; gzip_min_length 1; }

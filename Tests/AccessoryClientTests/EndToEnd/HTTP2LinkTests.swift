@@ -1,0 +1,119 @@
+import AccessoryClient
+import AccessoryCrypto
+import AccessoryEmulator
+import AccessoryHTTP1
+import AccessoryTransport
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+/// HTTP/2 on one link to the emulated accessory (our responder, which recognises the preface):
+/// exchanges run at once, a cancelled one is reset and costs the next nothing.
+@Suite("HTTP/2 link", .timeLimit(.minutes(2)))
+struct HTTP2LinkTests {
+    func client() -> AccessoryClient {
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = .http2
+        return AccessoryClient(
+            transport: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+            configuration: configuration
+        )
+    }
+
+    @Test func requestsRunAtOnceOnOneConnection() async throws {
+        let client = self.client()
+        _ = try await client.get("/status")
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    let (head, _) = try await client.get("/delay/1")
+                    #expect(head.status == .ok)
+                }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed < .milliseconds(1900), "4 requests of 1 s each took \(elapsed): not concurrent")
+        #expect(client.http2?.openCount == 1)
+        await client.shutdown()
+    }
+
+    /// 16 exchanges at once, downloads and uploads from 0 B to 64 MiB, every body checked.
+    @Test func sixteenMixedExchangesAtOnceAreIntact() async throws {
+        let client = self.client()
+        let sizes = [0, 1, 1000, 16384, 65535, 1 << 20, 8 << 20, 64 << 20]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for size in sizes {
+                group.addTask {
+                    let (head, body) = try await client.get("/bytes/\(size)", maxBodySize: 65 << 20)
+                    #expect(head.status == .ok)
+                    #expect(body.readableBytes == size, "download of \(size)")
+                    let expected = (0..<min(size, 4096)).map { EmulatedAccessory.patternByte(at: $0) }
+                    #expect(Array(body.readableBytesView.prefix(4096)) == expected, "download of \(size)")
+                    if size == 64 << 20 {
+                        let whole = (0..<size).map { EmulatedAccessory.patternByte(at: $0) }
+                        #expect(
+                            Digest.hex(.sha256, of: body.readableBytesView) == Digest.hex(.sha256, of: whole),
+                            "64 MiB download"
+                        )
+                    }
+                }
+                group.addTask {
+                    var upload = [UInt8](repeating: 0, count: size)
+                    for index in stride(from: 0, to: size, by: 997) {
+                        upload[index] = UInt8(truncatingIfNeeded: index / 997)
+                    }
+                    var request = try AccessoryRequest(method: .post, url: "/upload")
+                    request.body = .bytes(ByteBuffer(bytes: upload))
+                    let (head, body) = try await client.data(request)
+                    #expect(head.status == .ok, "upload of \(size)")
+                    let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+                    #expect(json?["length"] as? Int == size, "upload of \(size)")
+                    #expect(json?["sha256"] as? String == Digest.hex(.sha256, of: upload), "upload of \(size)")
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(client.http2?.openCount == 1)
+        await client.shutdown()
+    }
+
+    /// A 1 GiB download abandoned after its first MiB is reset, not drained: 16 times, the next
+    /// request on the same connection is answered within 50 ms (median).
+    @Test func cancellingAHugeDownloadFreesTheLinkAtOnce() async throws {
+        let client = self.client()
+        _ = try await client.get("/status")
+        var times: [Duration] = []
+        for _ in 0..<16 {
+            _ = try await client.execute(try AccessoryRequest(url: "/bytes/1073741824")) { response in
+                var count = 0
+                for try await chunk in response.body {
+                    count += chunk.readableBytes
+                    if count >= 1 << 20 { break }
+                }
+            }
+            let started = ContinuousClock.now
+            let (head, _) = try await client.get("/status")
+            #expect(head.status == .ok)
+            times.append(ContinuousClock.now - started)
+        }
+        let median = times.sorted()[times.count / 2]
+        #expect(median < .milliseconds(50), "median \(median) of \(times.sorted())")
+        #expect(client.http2?.openCount == 1, "the connection was reopened: a reset must not cost it")
+        await client.shutdown()
+    }
+
+    @Test func aDeadlineEndsTheCallAndTheNextIsAnswered() async throws {
+        let client = self.client()
+        var request = try AccessoryRequest(url: "/delay/10")
+        request.timeout = .milliseconds(300)
+        let started = ContinuousClock.now
+        await #expect(throws: AccessoryClientError.self) { _ = try await client.data(request) }
+        #expect(ContinuousClock.now - started < .milliseconds(800))
+        let (head, _) = try await client.get("/status")
+        #expect(head.status == .ok)
+        await client.shutdown()
+    }
+}
