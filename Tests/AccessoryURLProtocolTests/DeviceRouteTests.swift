@@ -23,6 +23,31 @@ import Testing
         #expect(String(decoding: data, as: UTF8.self).contains("AH-EMU-1"))
     }
 
+    /// `http=2`: URLSession's concurrent tasks to one accessory run as concurrent HTTP/2 streams
+    /// of one connection (four 1 s requests in well under 4 s), and bodies arrive intact.
+    @Test func anHTTP2RouteRunsTasksAtOnce() async throws {
+        AccessoryRouteTable.shared.add(
+            AccessoryRoute(name: "spec-h2", device: try DeviceSpec(parsing: "emulator?http=2"))
+        )
+        let session = Fixture.session()
+        defer { session.finishTasksAndInvalidate() }
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    let (_, response) = try await session.data(from: try Fixture.url("accessory://spec-h2/delay/1"))
+                    return (response as? HTTPURLResponse)?.statusCode ?? 0
+                }
+            }
+            for try await status in group { #expect(status == 200) }
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed < .milliseconds(1900), "four 1 s tasks took \(elapsed): not concurrent")
+        let (data, _) = try await session.data(from: try Fixture.url("accessory://spec-h2/bytes/1000000"))
+        #expect(data.count == 1_000_000)
+        await AccessoryRouteTable.shared.remove("spec-h2")
+    }
+
     @Test func anExecSpecRouteAnswers() async throws {
         // A third-party device on a child's stdio (Python, not our responder).
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -143,12 +143,31 @@ struct SessionCLITests {
         #expect(result.stderr.contains("< session DATA"), "\(result)")
     }
 
+    /// `--http2` (and `http=2`, over the session layer too) speaks HTTP/2 to `serve`'s
+    /// responder, which recognises the preface; `-v` shows the HTTP/2 head.
+    @Test func http2ThroughTheCLI() async throws {
+        let flag = try await runCLI(["--device", "emulator", "--http2", "-v", "get", "/status"], scratch: scratch)
+        #expect(flag.status == 0 && flag.json?["model"] is String, "\(flag)")
+        #expect(flag.stderr.contains("> :method: GET") && flag.stderr.contains("< :status: 200"), "\(flag)")
+        try await withServedLine { device in
+            let result = try await runCLI(["--device", device + "&http=2", "get", "/bytes/300000", "-o", scratch.file("h2.bin")], scratch: scratch)
+            #expect(result.status == 0, "\(result)")
+            #expect(FileManager.default.contents(atPath: scratch.file("h2.bin"))?.count == 300_000)
+            let victim = try startCLI(["--device", device + "&http=2", "get", "/bytes/1000000000"], scratch: scratch)
+            let streaming = await eventually(timeout: 10) { victim.stdoutCountSoFar > 64 * 1024 }
+            victim.signal(SIGKILL)
+            _ = await victim.finish(timeout: 5)
+            #expect(streaming)
+            try await expectPromptStatus(device + "&http=2", after: "SIGKILL mid-body on HTTP/2 over a session")
+        }
+    }
+
     /// Link options that cannot be used say what is wrong.
     @Test func badLinkOptionsAreExplained() async throws {
         let bad = try await runCLI(["--device", "serial:/dev/null?session=maybe", "get", "/status"], scratch: scratch)
         #expect(bad.status == 64 && bad.stderr.contains("session=maybe must be off, on or auto"), "\(bad)")
-        let http2 = try await runCLI(["--device", "emulator", "--http2", "get", "/status"], scratch: scratch)
-        #expect(http2.status == 69 && http2.stderr.contains("http=2"), "\(http2)")
+        let badHTTP = try await runCLI(["--device", "emulator?http=3", "get", "/status"], scratch: scratch)
+        #expect(badHTTP.status == 64 && badHTTP.stderr.contains("http=3 must be 1.1 or 2"), "\(badHTTP)")
         let silent = try await runCLI(
             ["--device", "exec:sleep 30", "--session", "get", "/status"],
             scratch: scratch,
