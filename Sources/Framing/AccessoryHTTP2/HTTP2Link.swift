@@ -195,8 +195,8 @@ public final class HTTP2Link: Sendable {
 
     private func open() async throws -> Connection {
         let configuration = self.configuration
-        var settings = NIOHTTP2Handler.Configuration()
-        settings.connection.initialSettings = [
+        var settings = HTTP2Windows.configuration()
+        settings.connection.initialSettings += [
             HTTP2Setting(parameter: .enablePush, value: 0),
             HTTP2Setting(parameter: .maxHeaderListSize, value: configuration.limits.maxHeaderBlockSize),
         ]
@@ -301,4 +301,25 @@ private struct UncheckedWork<Result: Sendable>: @unchecked Sendable {
     // wait for that task (the group is awaited before `withDeadline` returns), so it never runs
     // at the same time as the code that made it, and never after it returned.
     let body: () async throws -> Result
+}
+
+/// Flow-control windows for both sides of a link. HTTP/2's default of 64 KiB per stream and
+/// per connection makes a bulk transfer wait for a WINDOW_UPDATE every four frames; a link to
+/// one accessory has no other connection to be fair to, so the windows are large. Frames stay
+/// at the default 16 KiB, so a small exchange never waits long behind a bulk one on a slow line.
+public enum HTTP2Windows {
+    public static let stream = 1 << 20
+    public static let connection = 2 << 20
+
+    public static func configuration() -> NIOHTTP2Handler.Configuration {
+        var configuration = NIOHTTP2Handler.Configuration()
+        configuration.connection.initialSettings = [
+            HTTP2Setting(parameter: .initialWindowSize, value: Self.stream)
+        ]
+        configuration.connection.targetWindowSize = Self.connection
+        configuration.stream.targetWindowSize = Self.stream
+        configuration.stream.outboundBufferSizeHighWatermark = 256 << 10
+        configuration.stream.outboundBufferSizeLowWatermark = 64 << 10
+        return configuration
+    }
 }

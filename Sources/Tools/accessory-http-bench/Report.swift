@@ -99,6 +99,38 @@ enum Report {
             { _ in true },
             percent: false
         )
+        line(
+            "HTTP/2 bulk / HTTP/1.1 bulk (same socketpair, runs alternated)",
+            ratio(Names.http2Bulk, Names.plainBulkForHTTP2),
+            "≥ 90 %",
+            { $0 >= 0.9 }
+        )
+        line(
+            "HTTP/2 /status req/s, 8 callers / 1 caller",
+            ratio(Names.http2Status8, Names.http2Status),
+            nil,
+            { _ in true },
+            percent: false
+        )
+        line(
+            "HTTP/2 /status req/s (1 caller) / HTTP/1.1",
+            ratio(Names.http2Status, Names.http1StatusForHTTP2),
+            nil,
+            { _ in true }
+        )
+        line(
+            "HTTP/2 /status p99 during a bulk GET / idle",
+            ratio(Names.http2BusyP99, Names.http2IdleP99),
+            "≤ 2×",
+            { $0 <= 2 },
+            percent: false
+        )
+        line(
+            "HTTP/2 /status request bytes / HTTP/1.1 (HPACK)",
+            ratio(Names.http2RequestBytes, Names.http1RequestBytes),
+            nil,
+            { _ in true }
+        )
         if let growth = table.median(Names.memoryGrowth) {
             text +=
                 "- CLI peak RSS growth for the download: \(Table.format(growth)) MiB (target < 64 MiB) \(growth < 64 ? "MET" : "NOT MET")\n"

@@ -1,0 +1,157 @@
+import AccessoryClient
+import AccessoryTransport
+import Glibc
+import NIOCore
+import Synchronization
+
+extension Names {
+    static let plainBulkForHTTP2 = "bulk GET: native HTTP/1.1 (paired with HTTP/2)"
+    static let http2Bulk = "bulk GET: native HTTP/2"
+    static let http1StatusForHTTP2 = "GET /status: native HTTP/1.1, 1 caller (paired)"
+    static let http2Status = "GET /status: native HTTP/2, 1 caller"
+    static let http2Status8 = "GET /status: native HTTP/2, 8 callers"
+    static let http2IdleP99 = "GET /status: HTTP/2 p99, link idle"
+    static let http2BusyP99 = "GET /status: HTTP/2 p99, bulk GET running"
+    static let http2CancelToNext = "cancel → next answer: HTTP/2"
+    static let http1RequestBytes = "GET /status bytes written: HTTP/1.1"
+    static let http2RequestBytes = "GET /status bytes written: HTTP/2 (HPACK)"
+}
+
+/// Counts the bytes a link writes to its transport.
+struct CountingTransport: ByteStreamTransport {
+    let inner: any ByteStreamTransport
+    let written: ByteCounter
+    var description: String { self.inner.description }
+
+    func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        let counter = self.written
+        return try await self.inner.open(on: eventLoop) { channel in
+            do {
+                try channel.pipeline.syncOperations.addHandler(CountingHandler(counter: counter))
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+            return configure(channel)
+        }
+    }
+}
+
+final class ByteCounter: Sendable {
+    private let count = Mutex(0)
+    func add(_ bytes: Int) { self.count.withLock { $0 += bytes } }
+    var value: Int { self.count.withLock { $0 } }
+}
+
+final class CountingHandler: ChannelOutboundHandler, Sendable {
+    typealias OutboundIn = ByteBuffer
+    let counter: ByteCounter
+    init(counter: ByteCounter) { self.counter = counter }
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        self.counter.add(self.unwrapOutboundIn(data).readableBytes)
+        context.write(data, promise: promise)
+    }
+}
+
+extension Benchmarks {
+    /// HTTP/2 on the link against HTTP/1.1 on the same kind of socketpair (runs alternated), its
+    /// concurrency, its latency under a bulk transfer, what a cancel costs, and HPACK's saving.
+    func http2(into table: inout Table) async throws {
+        let children = ChildList()
+        let stream = { ChildOnSocketPair(command: self.serveCommand, children: children, log: try? self.childStderr()) }
+        let h1Bytes = ByteCounter()
+        let h2Bytes = ByteCounter()
+        let h1 = AccessoryClient(transport: CountingTransport(inner: stream(), written: h1Bytes))
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = .http2
+        let h2 = AccessoryClient(
+            transport: CountingTransport(inner: stream(), written: h2Bytes),
+            configuration: configuration
+        )
+        let status = try AccessoryRequest(url: "/status")
+        for client in [h1, h2] { _ = try await client.data(status) }
+
+        // Bytes written per /status once warm (HPACK's dynamic table filled).
+        let perRequest = { (client: AccessoryClient, counter: ByteCounter) async throws -> Double in
+            let before = counter.value
+            for _ in 0..<100 { _ = try await client.data(status) }
+            return Double(counter.value - before) / 100
+        }
+        table.add(Names.http1RequestBytes, "B", [try await perRequest(h1, h1Bytes)], note: "per request, warm")
+        table.add(Names.http2RequestBytes, "B", [try await perRequest(h2, h2Bytes)], note: "per request, warm")
+
+        var h1Bulk: [Double] = [], h2Bulk: [Double] = []
+        var h1Status: [Double] = [], h2Status: [Double] = [], h2Status8: [Double] = []
+        let count = max(200, self.statusCount / 2)
+        for _ in 0..<self.reps {
+            for (client, isH2) in [(h1, false), (h2, true)] {
+                let start = Sys.now()
+                let got = try await Self.download(client, "/bytes/\(self.bulkBytes)")
+                guard got == self.bulkBytes else { throw BenchError("a GET got \(got) of \(self.bulkBytes) bytes") }
+                let rate = Self.mibPerSecond(got, Sys.now() - start)
+                if isH2 { h2Bulk.append(rate) } else { h1Bulk.append(rate) }
+            }
+            for (client, isH2) in [(h1, false), (h2, true)] {
+                let start = Sys.now()
+                for _ in 0..<count { _ = try await client.data(status) }
+                let rate = Double(count) / (Sys.now() - start).seconds
+                if isH2 { h2Status.append(rate) } else { h1Status.append(rate) }
+            }
+            let start = Sys.now()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { for _ in 0..<(count / 8) { _ = try await h2.data(status) } }
+                }
+                try await group.waitForAll()
+            }
+            h2Status8.append(Double(count / 8 * 8) / (Sys.now() - start).seconds)
+        }
+        table.add(Names.plainBulkForHTTP2, "MiB/s", h1Bulk, note: "runs alternated with the next row")
+        table.add(Names.http2Bulk, "MiB/s", h2Bulk)
+        table.add(Names.http1StatusForHTTP2, "req/s", h1Status)
+        table.add(Names.http2Status, "req/s", h2Status)
+        table.add(Names.http2Status8, "req/s", h2Status8, note: "8 tasks on one connection")
+
+        // p99 of /status with the link idle, then while a bulk download runs on it.
+        let p99 = { () async throws -> Double in
+            var latencies: [Double] = []
+            for _ in 0..<500 {
+                let begin = Sys.now()
+                _ = try await h2.data(status)
+                latencies.append((Sys.now() - begin).seconds * 1e6)
+            }
+            return Summary.percentile(latencies, 0.99)
+        }
+        var idle: [Double] = [], busy: [Double] = []
+        for _ in 0..<self.reps {
+            idle.append(try await p99())
+            let bulk = Task { try await Self.download(h2, "/bytes/\(8 << 30)") }
+            try await Task.sleep(for: .milliseconds(20))
+            busy.append(try await p99())
+            bulk.cancel()
+            _ = await bulk.result
+        }
+        table.add(Names.http2IdleP99, "µs", idle)
+        table.add(Names.http2BusyP99, "µs", busy, note: "an 8 GiB GET on the same connection")
+
+        var cancels: [Double] = []
+        for _ in 0..<self.reps {
+            _ = try await h2.execute(try AccessoryRequest(url: "/bytes/1000000000")) { response in
+                var seen = 0
+                for try await buffer in response.body {
+                    seen += buffer.readableBytes
+                    if seen >= 1 << 20 { break }
+                }
+            }
+            let start = Sys.now()
+            _ = try await h2.data(status)
+            cancels.append((Sys.now() - start).seconds * 1000)
+        }
+        table.add(Names.http2CancelToNext, "ms", cancels, note: "the stream is reset, the connection kept")
+        await h1.shutdown()
+        await h2.shutdown()
+        children.reapAll()
+    }
+}
