@@ -321,6 +321,7 @@ let package = Package(
             name: "InteropTests",
             dependencies: [
                 "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryCrypto",
+                "AccessorySession",
                 "AccessoryHTTP1", "AccessoryURLProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

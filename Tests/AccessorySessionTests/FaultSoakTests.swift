@@ -102,7 +102,10 @@ final class FaultInjector: ChannelInboundHandler, @unchecked Sendable {
             let piece = array[at..<min(array.count, at + self.plan.random(1..<2048))]
             array.insert(contentsOf: piece, at: at)
         case .insert:
-            array.insert(contentsOf: (0..<self.plan.random(1..<64)).map { _ in UInt8(self.plan.random(0..<256)) }, at: at)
+            array.insert(
+                contentsOf: (0..<self.plan.random(1..<64)).map { _ in UInt8(self.plan.random(0..<256)) },
+                at: at
+            )
         case .split:
             for byte in array { context.fireChannelRead(self.wrapInboundOut(ByteBuffer(bytes: [byte]))) }
             return
@@ -177,7 +180,9 @@ struct FaultSoakTests {
             let answer = try? await client.get("/status")
             if answer?.0.status == .ok { recovered += 1 }
         }
-        let injected = plan.injected.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue): \($0.value)" }
+        let injected = plan.injected.sorted { $0.key.rawValue < $1.key.rawValue }.map {
+            "\($0.key.rawValue): \($0.value)"
+        }
         let report = """
             \(Self.exchanges) exchanges in \(elapsed): \(succeeded) right bodies, \(wrong) wrong bodies, \
             \(hung) over 3 s; errors \(errors.sorted { $0.key < $1.key }); faults injected \(injected); \
