@@ -308,6 +308,17 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
+        // HTTP/2 end to end: its own target, so its bulk transfers never share the CPU with the
+        // client's latency-bounded tests (scripts/test runs targets one after another).
+        .testTarget(
+            name: "AccessoryHTTP2Tests",
+            dependencies: [
+                "AccessoryClient", "AccessoryHTTP2", "AccessoryHTTP1", "AccessoryEmulator", "AccessoryTransport",
+                "AccessoryCrypto",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .testTarget(
             name: "AccessoryResponderTests",
             dependencies: [

@@ -128,72 +128,77 @@ final class FaultInjector: ChannelInboundHandler, @unchecked Sendable {
 /// The session layer under a line that damages what it carries: every exchange either returns
 /// exactly the right body, or fails with an error (or is retried transparently); none hangs,
 /// none delivers a wrong body as a success, and the link answers again once the damage stops.
-@Suite("session layer: fault soak", .serialized)
-struct FaultSoakTests {
-    /// `ACCESSORY_HTTP_SOAK=10000` for the long run (docs/testing.md has its figures).
-    static var exchanges: Int {
-        ProcessInfo.processInfo.environment["ACCESSORY_HTTP_SOAK"].flatMap(Int.init) ?? 1000
-    }
+extension SessionIOSuites {
+    @Suite("session layer: fault soak", .serialized)
+    struct FaultSoakTests {
+        /// `ACCESSORY_HTTP_SOAK=10000` for the long run (docs/testing.md has its figures).
+        static var exchanges: Int {
+            ProcessInfo.processInfo.environment["ACCESSORY_HTTP_SOAK"].flatMap(Int.init) ?? 1000
+        }
 
-    @Test func everyFaultEndsInAnErrorOrARetryNeverInAWrongBody() async throws {
-        let line = try SharedLine()
-        let plan = FaultPlan(rate: 0.03)
-        var configuration = AccessoryClient.Configuration()
-        configuration.link.idleTimeout = .milliseconds(800)
-        let client = AccessoryClient(
-            transport: SessionTransport(wrapping: FaultyTransport(inner: line.transport, plan: plan)),
-            configuration: configuration
-        )
-        var succeeded = 0
-        var wrong = 0
-        var hung = 0
-        var errors: [String: Int] = [:]
-        let started = ContinuousClock.now
-        for index in 0..<Self.exchanges {
-            let size = [0, 1, 100, 5000, 16351, 16352, 16353, 40_000, 150_000][index % 9]
-            var request = try AccessoryRequest(url: "/bytes/\(size)")
-            request.timeout = .seconds(2)
-            let begin = ContinuousClock.now
-            let result: Result<(HTTPResponse, ByteBuffer), AccessoryClientError>
-            do {
-                result = .success(try await client.data(request))
-            } catch {
-                result = .failure(error)
-            }
-            switch result {
-            case .success(let (head, body)):
-                let expected = (0..<size).map { EmulatedAccessory.patternByte(at: $0) }
-                if head.status == .ok && Array(body.readableBytesView) == expected {
-                    succeeded += 1
-                } else {
-                    wrong += 1
+        @Test func everyFaultEndsInAnErrorOrARetryNeverInAWrongBody() async throws {
+            let line = try SharedLine()
+            let plan = FaultPlan(rate: 0.03)
+            var configuration = AccessoryClient.Configuration()
+            configuration.link.idleTimeout = .milliseconds(800)
+            let client = AccessoryClient(
+                transport: SessionTransport(wrapping: FaultyTransport(inner: line.transport, plan: plan)),
+                configuration: configuration
+            )
+            var succeeded = 0
+            var wrong = 0
+            var hung = 0
+            var errors: [String: Int] = [:]
+            let started = ContinuousClock.now
+            for index in 0..<Self.exchanges {
+                let size = [0, 1, 100, 5000, 16351, 16352, 16353, 40_000, 150_000][index % 9]
+                var request = try AccessoryRequest(url: "/bytes/\(size)")
+                request.timeout = .seconds(2)
+                let begin = ContinuousClock.now
+                let result: Result<(HTTPResponse, ByteBuffer), AccessoryClientError>
+                do {
+                    result = .success(try await client.data(request))
+                } catch {
+                    result = .failure(error)
                 }
-            case .failure(let error):
-                errors[error.code.rawValue, default: 0] += 1
+                switch result {
+                case .success(let (head, body)):
+                    let expected = (0..<size).map { EmulatedAccessory.patternByte(at: $0) }
+                    if head.status == .ok && Array(body.readableBytesView) == expected {
+                        succeeded += 1
+                    } else {
+                        wrong += 1
+                    }
+                case .failure(let error):
+                    errors[error.code.rawValue, default: 0] += 1
+                }
+                if ContinuousClock.now - begin > .seconds(3) { hung += 1 }
             }
-            if ContinuousClock.now - begin > .seconds(3) { hung += 1 }
+            let elapsed = ContinuousClock.now - started
+            plan.enabled = false
+            var recovered = 0
+            for _ in 0..<10 {
+                let answer = try? await client.get("/status")
+                if answer?.0.status == .ok { recovered += 1 }
+            }
+            let injected = plan.injected.sorted { $0.key.rawValue < $1.key.rawValue }.map {
+                "\($0.key.rawValue): \($0.value)"
+            }
+            let report = """
+                \(Self.exchanges) exchanges in \(elapsed): \(succeeded) right bodies, \(wrong) wrong bodies, \
+                \(hung) over 3 s; errors \(errors.sorted { $0.key < $1.key }); faults injected \(injected); \
+                after the faults stopped \(recovered)/10 answered
+                """
+            print("fault soak: \(report)")
+            #expect(wrong == 0, "\(report)")
+            #expect(hung == 0, "\(report)")
+            #expect(recovered == 10, "\(report)")
+            #expect(succeeded + errors.values.reduce(0, +) == Self.exchanges, "\(report)")
+            #expect(
+                plan.injected.values.reduce(0, +) > Self.exchanges / 100,
+                "too few faults to mean anything: \(report)"
+            )
+            await client.shutdown()
         }
-        let elapsed = ContinuousClock.now - started
-        plan.enabled = false
-        var recovered = 0
-        for _ in 0..<10 {
-            let answer = try? await client.get("/status")
-            if answer?.0.status == .ok { recovered += 1 }
-        }
-        let injected = plan.injected.sorted { $0.key.rawValue < $1.key.rawValue }.map {
-            "\($0.key.rawValue): \($0.value)"
-        }
-        let report = """
-            \(Self.exchanges) exchanges in \(elapsed): \(succeeded) right bodies, \(wrong) wrong bodies, \
-            \(hung) over 3 s; errors \(errors.sorted { $0.key < $1.key }); faults injected \(injected); \
-            after the faults stopped \(recovered)/10 answered
-            """
-        print("fault soak: \(report)")
-        #expect(wrong == 0, "\(report)")
-        #expect(hung == 0, "\(report)")
-        #expect(recovered == 10, "\(report)")
-        #expect(succeeded + errors.values.reduce(0, +) == Self.exchanges, "\(report)")
-        #expect(plan.injected.values.reduce(0, +) > Self.exchanges / 100, "too few faults to mean anything: \(report)")
-        await client.shutdown()
     }
 }

@@ -13,6 +13,10 @@ import Testing
     import Glibc
 #endif
 
+/// The suites that move real bytes through processes and sockets run one after another: the
+/// fault soak's load must not stretch the others' time bounds.
+@Suite(.serialized) struct SessionIOSuites {}
+
 /// One socketpair that behaves like a serial line: the emulated accessory serves one end for the
 /// whole test, and every `open` of the host side is a `dup` of the other end, so whatever the
 /// accessory still sends after a host gave up waits there for the next open.
@@ -59,80 +63,85 @@ final class SharedLine: Sendable {
 
 /// The session layer over a shared line, through the client API: abandoned answers never put
 /// the next request out of step, and every body that is delivered is the right one.
-@Suite("session layer: a shared line", .serialized)
-struct SharedLineTests {
-    func client(_ line: SharedLine) -> AccessoryClient {
-        AccessoryClient(transport: SessionTransport(wrapping: line.transport))
-    }
+extension SessionIOSuites {
+    @Suite("session layer: a shared line", .serialized)
+    struct SharedLineTests {
+        func client(_ line: SharedLine) -> AccessoryClient {
+            AccessoryClient(transport: SessionTransport(wrapping: line.transport))
+        }
 
-    /// 16 times: a download of 1 GB abandoned after its first megabyte, then `/status` answered
-    /// within 1 s on the same line.
-    @Test func abandonedDownloadsNeverDelayTheNext() async throws {
-        let line = try SharedLine()
-        let client = self.client(line)
-        for attempt in 1...16 {
-            let received = try await client.execute(try AccessoryRequest(url: "/bytes/1000000000")) { response in
-                var count = 0
-                for try await chunk in response.body {
-                    count += chunk.readableBytes
-                    if count >= 1 << 20 { break }
+        /// 16 times: a download of 1 GB abandoned after its first megabyte, then `/status` answered
+        /// within 1 s on the same line.
+        @Test func abandonedDownloadsNeverDelayTheNext() async throws {
+            let line = try SharedLine()
+            let client = self.client(line)
+            for attempt in 1...16 {
+                let received = try await client.execute(try AccessoryRequest(url: "/bytes/1000000000")) { response in
+                    var count = 0
+                    for try await chunk in response.body {
+                        count += chunk.readableBytes
+                        if count >= 1 << 20 { break }
+                    }
+                    return count
                 }
-                return count
+                #expect(received >= 1 << 20, "attempt \(attempt)")
+                let started = ContinuousClock.now
+                let (head, body) = try await client.get("/status")
+                #expect(head.status == .ok, "attempt \(attempt)")
+                #expect(body.readableBytes > 0)
+                #expect(
+                    ContinuousClock.now - started < .seconds(1),
+                    "attempt \(attempt): \(ContinuousClock.now - started)"
+                )
             }
-            #expect(received >= 1 << 20, "attempt \(attempt)")
-            let started = ContinuousClock.now
-            let (head, body) = try await client.get("/status")
-            #expect(head.status == .ok, "attempt \(attempt)")
-            #expect(body.readableBytes > 0)
-            #expect(ContinuousClock.now - started < .seconds(1), "attempt \(attempt): \(ContinuousClock.now - started)")
+            await client.shutdown()
         }
-        await client.shutdown()
-    }
 
-    /// A deadline of 300 ms on an endless download ends the call by then (plus scheduling), and
-    /// the next request is answered within 1 s.
-    @Test func deadlineMidBodyThenNext() async throws {
-        let line = try SharedLine()
-        let client = self.client(line)
-        for attempt in 1...4 {
-            var request = try AccessoryRequest(url: "/bytes/1000000000")
-            request.timeout = .milliseconds(300)
-            let started = ContinuousClock.now
-            await #expect(throws: AccessoryClientError.self) {
-                _ = try await client.data(request, maxBodySize: 1 << 31)
+        /// A deadline of 300 ms on an endless download ends the call by then (plus scheduling), and
+        /// the next request is answered within 1 s.
+        @Test func deadlineMidBodyThenNext() async throws {
+            let line = try SharedLine()
+            let client = self.client(line)
+            for attempt in 1...4 {
+                var request = try AccessoryRequest(url: "/bytes/1000000000")
+                request.timeout = .milliseconds(300)
+                let started = ContinuousClock.now
+                await #expect(throws: AccessoryClientError.self) {
+                    _ = try await client.data(request, maxBodySize: 1 << 31)
+                }
+                #expect(ContinuousClock.now - started < .milliseconds(900), "attempt \(attempt)")
+                let next = ContinuousClock.now
+                let (head, _) = try await client.get("/status")
+                #expect(head.status == .ok)
+                #expect(ContinuousClock.now - next < .seconds(1), "attempt \(attempt)")
             }
-            #expect(ContinuousClock.now - started < .milliseconds(900), "attempt \(attempt)")
-            let next = ContinuousClock.now
-            let (head, _) = try await client.get("/status")
-            #expect(head.status == .ok)
-            #expect(ContinuousClock.now - next < .seconds(1), "attempt \(attempt)")
+            await client.shutdown()
         }
-        await client.shutdown()
-    }
 
-    /// Bodies of many sizes (uploads echoed, downloads of the emulator's pattern) arrive whole
-    /// and right, through DATA frames of every length.
-    @Test func bodiesArriveIntact() async throws {
-        let line = try SharedLine()
-        let client = self.client(line)
-        for size in [0, 1, 16351, 16352, 16353, 65536, 1 << 20, 8 << 20] {
-            let (head, body) = try await client.get("/bytes/\(size)", maxBodySize: 16 << 20)
-            #expect(head.status == .ok)
-            let expected = (0..<size).map { EmulatedAccessory.patternByte(at: $0) }
-            #expect(
-                Digest.hex(.sha256, of: Array(body.readableBytesView)) == Digest.hex(.sha256, of: expected),
-                "size \(size)"
-            )
+        /// Bodies of many sizes (uploads echoed, downloads of the emulator's pattern) arrive whole
+        /// and right, through DATA frames of every length.
+        @Test func bodiesArriveIntact() async throws {
+            let line = try SharedLine()
+            let client = self.client(line)
+            for size in [0, 1, 16351, 16352, 16353, 65536, 1 << 20, 8 << 20] {
+                let (head, body) = try await client.get("/bytes/\(size)", maxBodySize: 16 << 20)
+                #expect(head.status == .ok)
+                let expected = (0..<size).map { EmulatedAccessory.patternByte(at: $0) }
+                #expect(
+                    Digest.hex(.sha256, of: Array(body.readableBytesView)) == Digest.hex(.sha256, of: expected),
+                    "size \(size)"
+                )
+            }
+            for size in [0, 1, 16352, 100_000] {
+                let upload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+                var request = try AccessoryRequest(method: .post, url: "/echo")
+                request.body = .bytes(ByteBuffer(bytes: upload))
+                let (head, body) = try await client.data(request)
+                #expect(head.status == .ok, "echo \(size)")
+                let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+                #expect(json?["bodyLength"] as? Int == size, "echo \(size)")
+            }
+            await client.shutdown()
         }
-        for size in [0, 1, 16352, 100_000] {
-            let upload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
-            var request = try AccessoryRequest(method: .post, url: "/echo")
-            request.body = .bytes(ByteBuffer(bytes: upload))
-            let (head, body) = try await client.data(request)
-            #expect(head.status == .ok, "echo \(size)")
-            let json = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
-            #expect(json?["bodyLength"] as? Int == size, "echo \(size)")
-        }
-        await client.shutdown()
     }
 }
