@@ -36,18 +36,34 @@ final class HTTPVersionDetector: ChannelInboundHandler, RemovableChannelHandler 
         let prefix = self.seen.readableBytesView.prefix(Self.preface.count)
         if !prefix.elementsEqual(Self.preface.prefix(prefix.count)) {
             self.decide(http2: false, context: context)
+            self.leave(context: context)
         } else if prefix.count == Self.preface.count {
             self.decide(http2: true, context: context)
+            self.leave(context: context)
         }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .inputClosed = event as? ChannelEvent { self.decide(http2: false, context: context) }
+        guard case .inputClosed = event as? ChannelEvent, !self.decided else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        // The host ended its side: whatever came is HTTP/1.1, and the handlers installed now
+        // must hear the end too, so it is passed on before this handler leaves (a removed
+        // handler's context passes nothing on).
+        self.decide(http2: false, context: context)
         context.fireUserInboundEventTriggered(event)
+        self.leave(context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.decide(http2: false, context: context)
+        // Closed before a request came (a USB host that reset the gadget while enumerating, a
+        // client that connected and left): nothing to serve. Handlers added now would never
+        // hear that the channel is gone, and their link would wait forever.
+        if !self.decided {
+            self.decided = true
+            self.promise.fail(ChannelError.inputClosed)
+        }
         context.fireChannelInactive()
     }
 
@@ -83,6 +99,9 @@ final class HTTPVersionDetector: ChannelInboundHandler, RemovableChannelHandler 
             context.fireChannelRead(self.wrapInboundOut(seen))
             context.fireChannelReadComplete()
         }
+    }
+
+    private func leave(context: ChannelHandlerContext) {
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }
