@@ -269,6 +269,8 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // What several test targets share (time bounds that know about sanitized builds).
+        .target(name: "AccessoryTestSupport", path: "Tests/Support"),
         .testTarget(
             name: "AccessoryTransportTests",
             dependencies: [
@@ -279,6 +281,7 @@ let package = Package(
         .testTarget(
             name: "AccessorySessionTests",
             dependencies: [
+                "AccessoryTestSupport",
                 "AccessorySession", "AccessoryTransport", "AccessoryClient", "AccessoryResponder", "AccessoryEmulator",
                 "AccessoryDevices", "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -301,6 +304,7 @@ let package = Package(
         .testTarget(
             name: "AccessoryClientTests",
             dependencies: [
+                "AccessoryTestSupport",
                 "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryHTTP1",
                 "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -313,6 +317,7 @@ let package = Package(
         .testTarget(
             name: "AccessoryHTTP2Tests",
             dependencies: [
+                "AccessoryTestSupport",
                 "AccessoryClient", "AccessoryHTTP2", "AccessoryHTTP1", "AccessoryEmulator", "AccessoryTransport",
                 "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -331,6 +336,7 @@ let package = Package(
         .testTarget(
             name: "InteropTests",
             dependencies: [
+                "AccessoryTestSupport",
                 "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryCrypto",
                 "AccessorySession",
                 "AccessoryHTTP1", "AccessoryURLProtocol",
@@ -388,7 +394,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["AccessoryHTTPTool", "AccessoryCrypto"]
+            dependencies: ["AccessoryTestSupport", "AccessoryHTTPTool", "AccessoryCrypto"]
         ),
     ]
 )

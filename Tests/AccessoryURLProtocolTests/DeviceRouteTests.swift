@@ -42,7 +42,8 @@ import Testing
             for try await status in group { #expect(status == 200) }
         }
         let elapsed = ContinuousClock.now - started
-        #expect(elapsed < .milliseconds(1900), "four 1 s tasks took \(elapsed): not concurrent")
+        // One after another they take 4 s at least.
+        #expect(elapsed < .milliseconds(3500), "four 1 s tasks took \(elapsed): not concurrent")
         let (data, _) = try await session.data(from: try Fixture.url("accessory://spec-h2/bytes/1000000"))
         #expect(data.count == 1_000_000)
         await AccessoryRouteTable.shared.remove("spec-h2")

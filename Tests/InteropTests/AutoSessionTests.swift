@@ -2,6 +2,7 @@ import AccessoryClient
 import AccessoryEmulator
 import AccessoryResponder
 import AccessorySession
+import AccessoryTestSupport
 import AccessoryTransport
 import Foundation
 import Glibc
@@ -21,7 +22,10 @@ struct AutoSessionTests {
             let started = ContinuousClock.now
             let (head, body) = try await client.get("/status")
             #expect(head.status == .ok && body.text == #"{"model":"nginx","ok":true}"#)
-            #expect(ContinuousClock.now - started < .milliseconds(900), "nginx closes on HELLO: no need to wait")
+            #expect(
+                ContinuousClock.now - started < TimeBounds.scaled(.milliseconds(900)),
+                "nginx closes on HELLO: no need to wait"
+            )
             #expect(auto.speaksSessions == false)
             let (again, _) = try await client.get("/status")
             #expect(again.status == .ok)
@@ -49,7 +53,10 @@ struct AutoSessionTests {
         let (head, body) = try await client.get("/hello.txt")
         let elapsed = ContinuousClock.now - started
         #expect(head.status == .ok && body.text == "hello\n")
-        #expect(elapsed < AutoSessionTransport.fallbackBound + .seconds(1), "fell back after \(elapsed)")
+        #expect(
+            elapsed < AutoSessionTransport.fallbackBound + TimeBounds.scaled(.seconds(1)),
+            "fell back after \(elapsed)"
+        )
         #expect(auto.speaksSessions == false)
         await client.shutdown()
     }

@@ -1,5 +1,6 @@
 import AccessoryClient
 import AccessoryEmulator
+import AccessoryTestSupport
 import AccessoryTransport
 import Foundation
 import NIOPosix
@@ -14,8 +15,8 @@ struct AbandonedRequestTests {
     /// The next answer comes within 50 ms (issue 19; measured 1-2 ms): the median of the tries
     /// must be under it, and every try under `outlierBound`, which a loaded machine's scheduling
     /// may need and which is still far below the 5 s drain the old behaviour waited for.
-    static let nextAnswerBound: Duration = .milliseconds(50)
-    static let outlierBound: Duration = .milliseconds(500)
+    static let nextAnswerBound: Duration = TimeBounds.scaled(.milliseconds(50))
+    static let outlierBound: Duration = TimeBounds.scaled(.milliseconds(500))
 
     /// Checks the times the next answers took (see ``nextAnswerBound``).
     func expectPrompt(_ times: [Duration], sourceLocation: SourceLocation = #_sourceLocation) {
