@@ -558,41 +558,6 @@ enum CallerOnLink {
     static let suffix = " (on the link's executor)"
 }
 
-enum Names {
-    static let rawBulk = "socketpair limit: raw bytes"
-    static let nativeBulk = "bulk GET: native API"
-    static let urlSessionBulk = "bulk GET: URLSession + AccessoryURLProtocol"
-    static let cliBulk = "bulk GET: CLI to /dev/null"
-    static let curlBulk = "bulk GET: curl + nginx (unix socket)"
-    static let rawStatus = "ping-pong limit: raw bytes"
-    static let rawStatusP50 = "ping-pong limit: p50"
-    static let rawStatusP99 = "ping-pong limit: p99"
-    static let responderStatus = "GET /status: raw loop → responder"
-    static let responderStatusP50 = "GET /status: raw loop → responder p50"
-    static let nioFloorStatus = "GET /status: raw loop → bare NIO handler"
-    static let nioFloorStatusP50 = "GET /status: raw loop → bare NIO handler p50"
-    static let nioClientFloor = "GET /status: bare NIO client → raw pong"
-    static let nioClientFloorP50 = "GET /status: bare NIO client → raw pong p50"
-    static let nioPairFloor = "GET /status: bare NIO client → bare NIO handler"
-    static let nioPairFloorP50 = "GET /status: bare NIO client → bare NIO handler p50"
-    static let nativeStatus = "GET /status: native API"
-    static let nativeStatusP50 = "GET /status: native p50"
-    static let nativeStatusP99 = "GET /status: native p99"
-    static let nativeStatusClientCPU = "GET /status: native client CPU"
-    static let nativeStatusResponderCPU = "GET /status: responder CPU"
-    static let h2loadStatus = "GET /status: h2load --h1 + nginx"
-    static let h2loadStatusMean = "GET /status: h2load mean latency"
-    static let h2loadClientCPU = "GET /status: h2load CPU"
-    static let h2loadServerCPU = "GET /status: nginx CPU"
-    static let memoryGrowth = "1 GiB download: CLI RSS growth"
-    static let memoryPeak = "1 GiB download: CLI peak RSS"
-    static let memoryServe = "1 GiB download: responder peak RSS"
-    static let urlSessionMemory = "1 GiB download: URLSession RSS growth"
-    static let urlSessionMemoryPeak = "1 GiB download: URLSession peak RSS"
-    static let ptyRaw = "pty limit: raw bytes"
-    static let ptyNative = "pty GET: native API (serial:)"
-}
-
 extension Substring {
     func trimmingCharacters() -> Substring {
         var text = self
