@@ -102,4 +102,54 @@ struct FrameTests {
         #expect(ack?.kind == .helloAck && ack?.nonce == 2)
         #expect(reader.nextScanning() == nil)
     }
+
+    @Test("DATA frames written as slices are byte for byte the frames docs/framing.md defines")
+    func dataFramesAsSlices() {
+        var generator = SystemRandomNumberGenerator()
+        for size in [0, 1, 4095, 4096, 16_352, 16_353, 65_536, 200_001] {
+            let payload = ByteBuffer(bytes: (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) })
+            for maxFrame in [64, 1024, SessionFrame.maxFrameSize] {
+                var sequence: UInt32 = 41
+                var traced: [SessionFrame] = []
+                let encoder = DataFrameEncoder(nonce: 9, maxPayload: maxFrame - SessionFrame.overhead)
+                let buffers = encoder.encode(payload, sequence: &sequence) { traced.append($0) }
+                var written = ByteBuffer()
+                for buffer in buffers { written.writeImmutableBuffer(buffer) }
+                var expected = ByteBuffer()
+                for frame in traced { frame.encode(into: &expected) }
+                #expect(written == expected, "\(size) bytes in frames of \(maxFrame)")
+                #expect(sequence == 41 + UInt32(traced.count))
+                #expect(traced.allSatisfy { $0.payload.readableBytes <= maxFrame - SessionFrame.overhead })
+                #expect(traced.map(\.sequence) == (0..<traced.count).map { 41 + UInt32($0) })
+                var joined = ByteBuffer()
+                for frame in traced { joined.writeImmutableBuffer(frame.payload) }
+                #expect(joined == payload)
+            }
+        }
+    }
+
+    @Test("frames come out whole whatever reads they arrive in")
+    func framesAcrossAnyReads() {
+        var generator = SystemRandomNumberGenerator()
+        var stream = ByteBuffer()
+        var payloads: [ByteBuffer] = []
+        for index in 0..<40 {
+            let size = [0, 7, 900, 16_352][index % 4] + Int.random(in: 0...3, using: &generator) % 2
+            let payload = ByteBuffer(bytes: (0..<min(size, 16_352)).map { UInt8(truncatingIfNeeded: $0 &+ index) })
+            payloads.append(payload)
+            SessionFrame(.data, nonce: 5, sequence: UInt32(index), payload: payload).encode(into: &stream)
+        }
+        for _ in 0..<16 {
+            var reader = SessionFrameReader()
+            var rest = stream
+            var got: [ByteBuffer] = []
+            while rest.readableBytes > 0 {
+                let length = min(rest.readableBytes, Int.random(in: 1...70_000, using: &generator))
+                reader.append(rest.readSlice(length: length) ?? ByteBuffer())
+                while case .frame(let frame) = reader.next() { got.append(frame.payload) }
+            }
+            #expect(got == payloads)
+            #expect(reader.bufferedBytes == 0)
+        }
+    }
 }

@@ -77,24 +77,48 @@ public struct SessionFrame: Sendable, Hashable {
         payload: ByteBuffer,
         into buffer: inout ByteBuffer
     ) {
-        let start = buffer.writerIndex
         buffer.reserveCapacity(minimumWritableBytes: Self.overhead + payload.readableBytes)
+        let headerCRC = Self.writeHeader(
+            kind,
+            nonce: nonce,
+            sequence: sequence,
+            length: payload.readableBytes,
+            into: &buffer
+        )
+        buffer.writeImmutableBuffer(payload)
+        buffer.writeInteger(Self.frameCRC(headerCRC: headerCRC, payload: payload))
+    }
+
+    /// Appends a frame's 28-byte header to `buffer`; returns the CRC-32C of those 28 bytes (where
+    /// the frame CRC starts).
+    @discardableResult
+    static func writeHeader(
+        _ kind: Kind,
+        nonce: UInt64,
+        sequence: UInt32,
+        length: Int,
+        into buffer: inout ByteBuffer
+    ) -> UInt32 {
+        let start = buffer.writerIndex
         buffer.writeBytes(Self.magic)
         buffer.writeInteger(Self.format)
         buffer.writeInteger(kind.rawValue)
         buffer.writeInteger(UInt16(0))
         buffer.writeInteger(nonce)
         buffer.writeInteger(sequence)
-        buffer.writeInteger(UInt32(payload.readableBytes))
+        buffer.writeInteger(UInt32(length))
         let headerCRC = buffer.withUnsafeReadableBytes { bytes in
             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[(start - buffer.readerIndex)...].prefix(24)))
         }
         buffer.writeInteger(headerCRC)
-        buffer.writeImmutableBuffer(payload)
-        let frameCRC = buffer.withUnsafeReadableBytes { bytes in
-            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[(start - buffer.readerIndex)...]))
+        return buffer.withUnsafeReadableBytes { bytes in
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[(start - buffer.readerIndex)...].prefix(28)))
         }
-        buffer.writeInteger(frameCRC)
+    }
+
+    /// The frame CRC: over the header (whose own CRC is `headerCRC`) and the payload.
+    static func frameCRC(headerCRC: UInt32, payload: ByteBuffer) -> UInt32 {
+        payload.withUnsafeReadableBytes { CRC32C.update(headerCRC, $0) }
     }
 }
 

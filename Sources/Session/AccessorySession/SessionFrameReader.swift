@@ -39,50 +39,93 @@ public struct SessionFrameReader: Sendable {
 
     /// The largest whole frame accepted (the `max_frame` this side announced).
     public var maxFrameSize: Int
+    /// The front of the input, contiguous: where frames are checked and cut.
     private var buffer = ByteBuffer()
+    /// Reads not yet needed at the front, untouched. Only the bytes that complete the frame cut
+    /// short at the end of a read are copied to the front; the rest of each read is taken as it
+    /// came (copying every read whole cost the bulk rate a pass over every byte).
+    private var queued = CircularBuffer<ByteBuffer>()
 
     public init(maxFrameSize: Int = SessionFrame.maxFrameSize) {
         self.maxFrameSize = maxFrameSize
     }
 
     /// Bytes received and not yet taken as frames.
-    public var bufferedBytes: Int { self.buffer.readableBytes }
+    public var bufferedBytes: Int {
+        self.queued.reduce(self.buffer.readableBytes) { $0 + $1.readableBytes }
+    }
 
     public mutating func append(_ bytes: ByteBuffer) {
-        if self.buffer.readableBytes == 0 {
+        guard bytes.readableBytes > 0 else { return }
+        if self.buffer.readableBytes == 0 && self.queued.isEmpty {
             self.buffer = bytes
         } else {
-            // Only the unread tail (at most one partial frame) is carried over into a buffer of
-            // its own: appending in place would grow one storage for the whole session, and
-            // copy all of it whenever a payload slice still shares it.
-            var fresh = ByteBuffer()
-            fresh.reserveCapacity(self.buffer.readableBytes + bytes.readableBytes)
-            fresh.writeImmutableBuffer(self.buffer)
-            fresh.writeImmutableBuffer(bytes)
-            self.buffer = fresh
+            self.queued.append(bytes)
         }
     }
 
     /// Drops everything received so far.
     public mutating func discardAll() {
         self.buffer.clear()
+        self.queued.removeAll()
     }
 
     /// Takes the frame at the front of the input, strictly: the input must start with a valid
     /// frame. On ``Next/invalid(_:)`` nothing is consumed; the caller ends the session.
     public mutating func next() -> Next {
-        switch Self.check(self.buffer, at: self.buffer.readerIndex, maxFrameSize: self.maxFrameSize) {
-        case .needMoreBytes: return .needMoreBytes
-        case .invalid(let problem): return .invalid(problem)
-        case .valid(let length):
-            return .frame(Self.take(&self.buffer, payloadLength: length))
+        while true {
+            switch Self.check(self.buffer, at: self.buffer.readerIndex, maxFrameSize: self.maxFrameSize) {
+            case .invalid(let problem):
+                return .invalid(problem)
+            case .valid(let length):
+                return .frame(Self.take(&self.buffer, payloadLength: length))
+            case .needMoreBytes:
+                guard self.pullToFront(self.bytesToCheck()) else { return .needMoreBytes }
+            }
         }
+    }
+
+    /// How many bytes at the front the next check needs: the header, then the whole frame.
+    private func bytesToCheck() -> Int {
+        let start = self.buffer.readerIndex
+        guard self.buffer.readableBytes >= SessionFrame.headerSize,
+            let length = self.buffer.getInteger(at: start + 20, as: UInt32.self)
+        else { return SessionFrame.headerSize }
+        // A length too large is reported by the check once the header is there.
+        return SessionFrame.overhead + min(Int(length), self.maxFrameSize)
+    }
+
+    /// Moves queued bytes to the front until it holds `count` bytes (or all there are).
+    /// Returns whether the front grew.
+    private mutating func pullToFront(_ count: Int) -> Bool {
+        guard !self.queued.isEmpty, self.buffer.readableBytes < count else { return false }
+        if self.buffer.readableBytes == 0, let first = self.queued.popFirst() {
+            self.buffer = first  // a whole read, not copied
+            return true
+        }
+        var front = ByteBuffer()
+        front.reserveCapacity(count)
+        front.writeImmutableBuffer(self.buffer)
+        while front.readableBytes < count, var next = self.queued.popFirst() {
+            let part = next.readSlice(length: min(count - front.readableBytes, next.readableBytes)) ?? ByteBuffer()
+            front.writeImmutableBuffer(part)
+            if next.readableBytes > 0 { self.queued.prepend(next) }
+        }
+        self.buffer = front
+        return true
+    }
+
+    /// Moves every queued byte to the front (the scanning searches need one contiguous run).
+    private mutating func consolidate() {
+        guard !self.queued.isEmpty else { return }
+        _ = self.pullToFront(self.bufferedBytes)
     }
 
     /// Takes the next valid frame anywhere in the input, discarding every byte before it (a
     /// handshake, or hunting for HELLO). Returns `nil` when no complete valid frame is buffered;
     /// a possible frame's start is kept for the next call.
     public mutating func nextScanning() -> SessionFrame? {
+        self.consolidate()
         while let start = self.buffer.readableBytesView.firstIndex(of: SessionFrame.magic[0]) {
             self.buffer.moveReaderIndex(to: start)
             switch Self.check(self.buffer, at: start, maxFrameSize: self.maxFrameSize) {
@@ -104,6 +147,7 @@ public struct SessionFrameReader: Sendable {
     /// rather than frame by frame, means a frame cut short ahead of it (an abandoned answer)
     /// cannot swallow it.
     public mutating func next(startingWith prefix: [UInt8]) -> SessionFrame? {
+        self.consolidate()
         while true {
             guard let start = Self.find(prefix, in: self.buffer) else {
                 // Keep a tail that may be the start of the prefix.
@@ -210,11 +254,13 @@ extension SessionFrameReader {
     /// Drops the first buffered byte (the start of a frame found bad or cut short), so that
     /// scanning resumes after it.
     public mutating func dropFirstByte() {
+        self.consolidate()
         if self.buffer.readableBytes > 0 { self.buffer.moveReaderIndex(forwardBy: 1) }
     }
 
     /// Takes every byte not yet read as frames (they belong to whatever comes next).
     public mutating func remainingBytes() -> ByteBuffer? {
+        self.consolidate()
         defer { self.buffer = ByteBuffer() }
         return self.buffer.readableBytes > 0 ? self.buffer : nil
     }

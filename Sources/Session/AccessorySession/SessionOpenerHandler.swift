@@ -117,9 +117,10 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     // MARK: Inbound
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !self.ended, var machine = self.machine else { return }
-        let actions = machine.received(self.unwrapInboundIn(data), now: .now())
-        self.machine = machine
+        // Mutated in place: a copy would share the reader's buffer and make it copy on write.
+        guard !self.ended, let actions = self.machine?.received(self.unwrapInboundIn(data), now: .now()) else {
+            return
+        }
         self.run(actions, context: context)
         self.deliverHeld(context: context)
     }
@@ -183,9 +184,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
             }
             return
         }
-        guard var machine = self.machine else { return }
-        let actions = machine.send(bytes)
-        self.machine = machine
+        guard let actions = self.machine?.send(bytes) else { return }
         self.run(actions, context: context, writePromise: promise)
     }
 
@@ -212,6 +211,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         var writePromise = writePromise
         // The caller's promise goes with the last write its bytes became.
         let lastWrite = actions.lastIndex { if case .write = $0 { true } else { false } }
+        self.reserveHeldCapacity(for: actions)
         for (index, action) in actions.enumerated() {
             switch action {
             case .write(let bytes):
@@ -222,8 +222,8 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
                     context.write(self.wrapOutboundOut(bytes), promise: nil)
                 }
             case .deliver(let bytes):
-                if self.held.readableBytes == 0 {
-                    self.held = bytes
+                if self.held.readableBytes == 0 && self.held.capacity == 0 {
+                    self.held = bytes  // the only payload: handed up as it came, not copied
                 } else {
                     self.held.writeImmutableBuffer(bytes)
                 }
@@ -246,6 +246,22 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
             }
         }
         writePromise?.succeed(())
+    }
+
+    /// The payloads of a read's frames are gathered into one buffer for the layer above (one
+    /// read through the HTTP layer costs more than the copy): sized once, not grown frame by frame.
+    private func reserveHeldCapacity(for actions: [SessionOpenerMachine.Action]) {
+        var count = 0
+        var total = self.held.readableBytes
+        for case .deliver(let bytes) in actions {
+            count += 1
+            total += bytes.readableBytes
+        }
+        guard count > 1 || (count == 1 && self.held.readableBytes > 0) else { return }
+        var gathered = ByteBuffer()
+        gathered.reserveCapacity(total)
+        gathered.writeImmutableBuffer(self.held)
+        self.held = gathered
     }
 
     private func fail(_ error: SessionError, context: ChannelHandlerContext) {

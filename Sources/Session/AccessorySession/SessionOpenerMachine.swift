@@ -123,23 +123,16 @@ struct SessionOpenerMachine {
     /// Frames for bytes the layer above writes: DATA of at most the device's `max_frame`.
     mutating func send(_ bytes: ByteBuffer) -> [Action] {
         guard case .open = self.state else { return [] }
-        var remaining = bytes
-        var out = ByteBuffer()
         var actions: [Action] = []
-        let chunk = max(1, min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead)
-        repeat {
-            let slice = remaining.readSlice(length: min(chunk, remaining.readableBytes)) ?? ByteBuffer()
-            if self.tracing {
-                actions.append(
-                    .trace(
-                        SessionFrame(.data, nonce: self.nonce, sequence: self.sentSequence, payload: slice),
-                        sent: true
-                    )
-                )
-            }
-            SessionFrame.encode(.data, nonce: self.nonce, sequence: self.nextSequence(), payload: slice, into: &out)
-        } while remaining.readableBytes > 0
-        return actions + [.write(out)]
+        let encoder = DataFrameEncoder(
+            nonce: self.nonce,
+            maxPayload: min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
+        )
+        let tracing = self.tracing
+        let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { frame in
+            if tracing { actions.append(.trace(frame, sent: true)) }
+        }
+        return actions + buffers.map { .write($0) }
     }
 
     /// Ends the session from this side: CLOSE 01, best effort (the stream closes right after).

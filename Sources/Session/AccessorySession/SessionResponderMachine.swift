@@ -129,21 +129,16 @@ public struct SessionResponderMachine: Sendable {
         case .hunting:
             return []
         case .session(let nonce):
-            var remaining = bytes
-            var out = ByteBuffer()
             var actions: [Action] = []
-            let chunk = min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
-            repeat {
-                let slice = remaining.readSlice(length: min(chunk, remaining.readableBytes)) ?? ByteBuffer()
-                let sequence = self.nextSequence()
-                if self.tracing {
-                    actions.append(
-                        .trace(SessionFrame(.data, nonce: nonce, sequence: sequence, payload: slice), sent: true)
-                    )
-                }
-                SessionFrame.encode(.data, nonce: nonce, sequence: sequence, payload: slice, into: &out)
-            } while remaining.readableBytes > 0
-            return actions + [.write(out)]
+            let encoder = DataFrameEncoder(
+                nonce: nonce,
+                maxPayload: min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
+            )
+            let tracing = self.tracing
+            let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { frame in
+                if tracing { actions.append(.trace(frame, sent: true)) }
+            }
+            return actions + buffers.map { .write($0) }
         }
     }
 
