@@ -132,7 +132,13 @@ public final class AccessoryClient: Sendable {
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
         if let http2 = self.http2 {
-            return try await http2.execute(request, body: body, deadline: deadline, handle)
+            return try await http2.execute(
+                request,
+                body: body,
+                deadline: deadline,
+                handleIsLinkWork: handleIsLinkWork,
+                handle
+            )
         }
         return try await self.link.execute(
             request,

@@ -58,12 +58,12 @@ enum ResponderPipeline {
         // The same large windows as the host's HTTP2Link (AccessoryHTTP2.HTTP2Windows), which
         // this layer cannot import: a link serves one host, it has nobody to be fair to.
         var settings = NIOHTTP2Handler.Configuration()
-        settings.connection.targetWindowSize = 2 << 20
-        settings.stream.targetWindowSize = 1 << 20
+        settings.connection.targetWindowSize = 8 << 20
+        settings.stream.targetWindowSize = 4 << 20
         settings.stream.outboundBufferSizeHighWatermark = 256 << 10
         settings.stream.outboundBufferSizeLowWatermark = 64 << 10
         settings.connection.initialSettings = [
-            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            HTTP2Setting(parameter: .initialWindowSize, value: 4 << 20),
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
             HTTP2Setting(parameter: .maxHeaderListSize, value: max(1024, configuration.maxHeaderBlockSize)),
         ]

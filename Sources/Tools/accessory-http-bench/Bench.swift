@@ -14,7 +14,7 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "accessory-http-bench",
         abstract:
             "Throughput, latency and memory of accessory-http, side by side with the raw limit and curl/h2load + nginx.",
-        subcommands: [Run.self, RawSource.self, RawPong.self, NIOPong.self, URLSessionDownload.self],
+        subcommands: [Run.self, RawSource.self, RawPong.self, NIOPong.self, NIOH2Pong.self, URLSessionDownload.self],
         defaultSubcommand: Run.self
     )
 }
@@ -105,7 +105,7 @@ struct Run: AsyncParsableCommand {
         }
         if groups.contains("http2") {
             log("socketpair: HTTP/2 against HTTP/1.1")
-            try await bench.http2(into: &table)
+            try await bench.http2(exchange, into: &table)
         }
         if groups.contains("pty") {
             log("pty: raw limit and native API")

@@ -10,6 +10,9 @@ extension Names {
     static let http1StatusForHTTP2 = "GET /status: native HTTP/1.1, 1 caller (paired)"
     static let http2Status = "GET /status: native HTTP/2, 1 caller"
     static let http2Status8 = "GET /status: native HTTP/2, 8 callers"
+    static let nioH2PairFloor = "GET /status: bare NIO HTTP/2 client → bare NIO HTTP/2 server"
+    static let nioH2ClientToResponder = "GET /status: bare NIO HTTP/2 client → serve --device stdio"
+    static let http2StatusToBareServer = "GET /status: native HTTP/2, 1 caller → bare NIO HTTP/2 server"
     static let http2IdleP99 = "GET /status: HTTP/2 p99, link idle"
     static let http2BusyP99 = "GET /status: HTTP/2 p99, bulk GET running"
     static let http2CancelToNext = "cancel → next answer: HTTP/2"
@@ -58,7 +61,7 @@ final class CountingHandler: ChannelOutboundHandler, Sendable {
 extension Benchmarks {
     /// HTTP/2 on the link against HTTP/1.1 on the same kind of socketpair (runs alternated), its
     /// concurrency, its latency under a bulk transfer, what a cancel costs, and HPACK's saving.
-    func http2(into table: inout Table) async throws {
+    func http2(_ exchange: StatusExchange, into table: inout Table) async throws {
         let children = ChildList()
         let stream = { ChildOnSocketPair(command: self.serveCommand, children: children, log: try? self.childStderr()) }
         let h1Bytes = ByteCounter()
@@ -113,6 +116,32 @@ extension Benchmarks {
         table.add(Names.http1StatusForHTTP2, "req/s", h1Status)
         table.add(Names.http2Status, "req/s", h2Status)
         table.add(Names.http2Status8, "req/s", h2Status8, note: "8 tasks on one connection")
+        let responsePath = "\(self.workDir)/status-response"
+        try exchange.response.withUnsafeBytes { try Sys.writeFile(responsePath, $0) }
+        table.add(
+            Names.nioH2PairFloor,
+            "req/s",
+            try await self.nioH2Ping([self.selfPath, "nio-h2-pong", responsePath]),
+            note: "a bare NIO HTTP/2 client → a bare NIO HTTP/2 server (`nio-h2-pong`), a stream per request"
+        )
+        // The two halves apart: which side of the native pair costs what.
+        table.add(Names.nioH2ClientToResponder, "req/s", try await self.nioH2Ping(self.serveCommand))
+        let toBareServer = AccessoryClient(
+            transport: ChildOnSocketPair(
+                command: [self.selfPath, "nio-h2-pong", responsePath],
+                children: children,
+                log: try? self.childStderr()
+            ),
+            configuration: configuration
+        )
+        var nativeToBare: [Double] = []
+        for rep in 0..<(self.reps + 1) {
+            let start = Sys.now()
+            for _ in 0..<count { _ = try await toBareServer.data(status) }
+            if rep > 0 { nativeToBare.append(Double(count) / (Sys.now() - start).seconds) }
+        }
+        await toBareServer.shutdown()
+        table.add(Names.http2StatusToBareServer, "req/s", nativeToBare)
 
         // p99 of /status with the link idle, then while a bulk download runs on it.
         let p99 = { () async throws -> Double in

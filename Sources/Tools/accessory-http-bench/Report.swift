@@ -56,8 +56,8 @@ enum Report {
         line(
             "native /status req/s (on the link's executor) / bare NIO pair",
             ratio(Names.nativeStatus + CallerOnLink.suffix, Names.nioPairFloor),
-            nil,
-            { _ in true }
+            "≥ 56 %, the ratio before HTTP/2 and sessions",
+            { $0 >= 0.56 }
         )
         line(
             "native /status req/s / raw ping-pong",
@@ -117,6 +117,12 @@ enum Report {
             ratio(Names.http2Status, Names.http1StatusForHTTP2),
             nil,
             { _ in true }
+        )
+        line(
+            "HTTP/2 /status req/s (1 caller) / bare NIO HTTP/2 pair",
+            ratio(Names.http2Status, Names.nioH2PairFloor),
+            "≥ 70 %",
+            { $0 >= 0.7 }
         )
         line(
             "HTTP/2 /status p99 during a bulk GET / idle",
