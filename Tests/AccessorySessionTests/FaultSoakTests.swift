@@ -83,11 +83,17 @@ final class FaultInjector: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     let plan: FaultPlan
+    /// The 1-byte reads of a split read still to deliver, and every read that came after them.
+    private var pending = CircularBuffer<ByteBuffer>()
 
     init(plan: FaultPlan) { self.plan = plan }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var bytes = self.unwrapInboundIn(data)
+        if !self.pending.isEmpty {
+            self.pending.append(bytes)  // in order, behind the split read
+            return
+        }
         guard bytes.readableBytes > 0, let fault = self.plan.next() else {
             context.fireChannelRead(data)
             return
@@ -108,7 +114,10 @@ final class FaultInjector: ChannelInboundHandler, @unchecked Sendable {
                 at: at
             )
         case .split:
-            for byte in array { context.fireChannelRead(self.wrapInboundOut(ByteBuffer(bytes: [byte]))) }
+            // As a slow line delivers them: a few reads per turn of the event loop (all at once,
+            // a 256 KiB read held the loop for seconds in a debug build, timers included).
+            for byte in array { self.pending.append(ByteBuffer(bytes: [byte])) }
+            self.deliverPending(context: context)
             return
         case .stall:
             let bound = NIOLoopBound((context, bytes), eventLoop: context.eventLoop)
@@ -123,6 +132,21 @@ final class FaultInjector: ChannelInboundHandler, @unchecked Sendable {
             return
         }
         context.fireChannelRead(self.wrapInboundOut(ByteBuffer(bytes: array)))
+    }
+
+    private func deliverPending(context: ChannelHandlerContext) {
+        guard context.channel.isActive else {
+            self.pending.removeAll()
+            return
+        }
+        for _ in 0..<64 {
+            guard let next = self.pending.popFirst() else { break }
+            context.fireChannelRead(self.wrapInboundOut(next))
+        }
+        context.fireChannelReadComplete()
+        guard !self.pending.isEmpty else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute { bound.value.0.deliverPending(context: bound.value.1) }
     }
 }
 

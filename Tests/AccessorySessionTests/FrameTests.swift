@@ -152,4 +152,29 @@ struct FrameTests {
             #expect(reader.bufferedBytes == 0)
         }
     }
+
+    /// A serial line hands bytes over a few at a time: each byte of a frame is copied once, not
+    /// once per read (every read used to copy all of the frame so far: quadratic).
+    @Test("frames arriving in 1-byte reads are copied once")
+    func smallReadsCopyLinearly() {
+        var stream = ByteBuffer()
+        let payload = ByteBuffer(repeating: 0x5A, count: SessionFrame.maxPayload)
+        for sequence in 0..<4 {
+            SessionFrame(.data, nonce: 3, sequence: UInt32(sequence), payload: payload).encode(into: &stream)
+        }
+        var reader = SessionFrameReader()
+        var frames = 0
+        for byte in stream.readableBytesView {
+            reader.append(ByteBuffer(bytes: [byte]))
+            while case .frame(let frame) = reader.next() {
+                #expect(frame.payload == payload)
+                frames += 1
+            }
+        }
+        #expect(frames == 4)
+        #expect(
+            reader.copiedBytes <= 2 * stream.readableBytes,
+            "\(reader.copiedBytes) bytes copied for \(stream.readableBytes)"
+        )
+    }
 }

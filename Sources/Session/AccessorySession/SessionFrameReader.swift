@@ -45,6 +45,12 @@ public struct SessionFrameReader: Sendable {
     /// short at the end of a read are copied to the front; the rest of each read is taken as it
     /// came (copying every read whole cost the bulk rate a pass over every byte).
     private var queued = CircularBuffer<ByteBuffer>()
+    /// Whether the front is a buffer of the reader's own (made by ``pullToFront(_:)``, not
+    /// shared with a read or a payload handed out): bytes are then appended to it in place, so
+    /// a frame arriving in many small reads (a serial line's) is copied once, not once per read.
+    private var frontIsOwned = false
+    /// Bytes copied to the front so far (tests check that it stays linear).
+    private(set) var copiedBytes = 0
 
     public init(maxFrameSize: Int = SessionFrame.maxFrameSize) {
         self.maxFrameSize = maxFrameSize
@@ -59,6 +65,7 @@ public struct SessionFrameReader: Sendable {
         guard bytes.readableBytes > 0 else { return }
         if self.buffer.readableBytes == 0 && self.queued.isEmpty {
             self.buffer = bytes
+            self.frontIsOwned = false
         } else {
             self.queued.append(bytes)
         }
@@ -66,7 +73,8 @@ public struct SessionFrameReader: Sendable {
 
     /// Drops everything received so far.
     public mutating func discardAll() {
-        self.buffer.clear()
+        self.buffer = ByteBuffer()
+        self.frontIsOwned = false
         self.queued.removeAll()
     }
 
@@ -78,7 +86,7 @@ public struct SessionFrameReader: Sendable {
             case .invalid(let problem):
                 return .invalid(problem)
             case .valid(let length):
-                return .frame(Self.take(&self.buffer, payloadLength: length))
+                return .frame(self.takeFront(payloadLength: length))
             case .needMoreBytes:
                 guard self.pullToFront(self.bytesToCheck()) else { return .needMoreBytes }
             }
@@ -101,17 +109,24 @@ public struct SessionFrameReader: Sendable {
         guard !self.queued.isEmpty, self.buffer.readableBytes < count else { return false }
         if self.buffer.readableBytes == 0, let first = self.queued.popFirst() {
             self.buffer = first  // a whole read, not copied
+            self.frontIsOwned = false
             return true
         }
-        var front = ByteBuffer()
-        front.reserveCapacity(count)
-        front.writeImmutableBuffer(self.buffer)
-        while front.readableBytes < count, var next = self.queued.popFirst() {
-            let part = next.readSlice(length: min(count - front.readableBytes, next.readableBytes)) ?? ByteBuffer()
-            front.writeImmutableBuffer(part)
+        if !self.frontIsOwned || self.buffer.writableBytes < count - self.buffer.readableBytes {
+            var front = ByteBuffer()
+            front.reserveCapacity(count)
+            front.writeImmutableBuffer(self.buffer)
+            self.copiedBytes += self.buffer.readableBytes
+            self.buffer = front
+            self.frontIsOwned = true
+        }
+        while self.buffer.readableBytes < count, var next = self.queued.popFirst() {
+            let part =
+                next.readSlice(length: min(count - self.buffer.readableBytes, next.readableBytes)) ?? ByteBuffer()
+            self.buffer.writeImmutableBuffer(part)
+            self.copiedBytes += part.readableBytes
             if next.readableBytes > 0 { self.queued.prepend(next) }
         }
-        self.buffer = front
         return true
     }
 
@@ -132,12 +147,12 @@ public struct SessionFrameReader: Sendable {
             case .needMoreBytes:
                 return nil
             case .valid(let length):
-                return Self.take(&self.buffer, payloadLength: length)
+                return self.takeFront(payloadLength: length)
             case .invalid:
                 self.buffer.moveReaderIndex(forwardBy: 1)
             }
         }
-        self.buffer.clear()
+        self.buffer = ByteBuffer()
         return nil
     }
 
@@ -158,7 +173,7 @@ public struct SessionFrameReader: Sendable {
             self.buffer.moveReaderIndex(to: start)
             switch Self.check(self.buffer, at: start, maxFrameSize: self.maxFrameSize) {
             case .needMoreBytes: return nil
-            case .valid(let length): return Self.take(&self.buffer, payloadLength: length)
+            case .valid(let length): return self.takeFront(payloadLength: length)
             case .invalid: self.buffer.moveReaderIndex(forwardBy: 1)
             }
         }
@@ -237,6 +252,12 @@ public struct SessionFrameReader: Sendable {
         }
     }
 
+    /// Takes the checked frame at the front; its payload shares the front's storage from now on.
+    private mutating func takeFront(payloadLength: Int) -> SessionFrame {
+        self.frontIsOwned = false
+        return Self.take(&self.buffer, payloadLength: payloadLength)
+    }
+
     /// Takes a frame already checked valid off the front of `buffer`.
     static func take(_ buffer: inout ByteBuffer, payloadLength: Int) -> SessionFrame {
         let start = buffer.readerIndex
@@ -245,7 +266,8 @@ public struct SessionFrameReader: Sendable {
         let sequence = buffer.getInteger(at: start + 16, as: UInt32.self) ?? 0
         let payload = buffer.getSlice(at: start + SessionFrame.headerSize, length: payloadLength) ?? ByteBuffer()
         buffer.moveReaderIndex(forwardBy: SessionFrame.overhead + payloadLength)
-        if buffer.readableBytes == 0 { buffer.clear() }
+        // Not clear(): on storage the payload still shares, that allocates a new buffer as large.
+        if buffer.readableBytes == 0 { buffer = ByteBuffer() }
         return SessionFrame(kind, nonce: nonce, sequence: sequence, payload: payload)
     }
 }
