@@ -23,7 +23,7 @@ struct SessionCLITests {
 
     /// Runs `body` with the host end of a pty pair whose device end `serve` answers; both
     /// processes are ended and reaped afterwards, pass or fail.
-    func withServedLine(_ body: (String) async throws -> Void) async throws {
+    func withServedLine(serving options: [String] = [], _ body: (String) async throws -> Void) async throws {
         guard let socat = which("socat") else {
             Issue.record("socat is not installed")
             return
@@ -44,7 +44,7 @@ struct SessionCLITests {
             FileManager.default.fileExists(atPath: host) && FileManager.default.fileExists(atPath: device)
         }
         try #require(linked, "socat made no ptys: \(pair.stderrSoFar)")
-        let server = try startCLI(["serve", "--device", "serial:" + device], scratch: scratch)
+        let server = try startCLI(["serve", "--device", "serial:" + device] + options, scratch: scratch)
         defer {
             server.signal(SIGKILL)
             _ = server.process.waitUntilExitOrKill()
@@ -59,10 +59,17 @@ struct SessionCLITests {
     }
 
     /// `get /status` on `device` must answer within 1 s (process start included).
-    func expectPromptStatus(_ device: String, after what: String, sourceLocation: SourceLocation = #_sourceLocation)
-        async throws
-    {
-        let status = try await runCLI(["--device", device, "get", "/status"], scratch: scratch, timeout: 10)
+    func expectPromptStatus(
+        _ device: String,
+        after what: String,
+        options: [String] = [],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let status = try await runCLI(
+            ["--device", device] + options + ["get", "/status"],
+            scratch: scratch,
+            timeout: 10
+        )
         #expect(status.status == 0, "after \(what): \(status)", sourceLocation: sourceLocation)
         #expect(status.json?["model"] is String, "after \(what): \(status)", sourceLocation: sourceLocation)
         #expect(
@@ -151,7 +158,10 @@ struct SessionCLITests {
         #expect(flag.status == 0 && flag.json?["model"] is String, "\(flag)")
         #expect(flag.stderr.contains("> :method: GET") && flag.stderr.contains("< :status: 200"), "\(flag)")
         try await withServedLine { device in
-            let result = try await runCLI(["--device", device + "&http=2", "get", "/bytes/300000", "-o", scratch.file("h2.bin")], scratch: scratch)
+            let result = try await runCLI(
+                ["--device", device + "&http=2", "get", "/bytes/300000", "-o", scratch.file("h2.bin")],
+                scratch: scratch
+            )
             #expect(result.status == 0, "\(result)")
             #expect(FileManager.default.contents(atPath: scratch.file("h2.bin"))?.count == 300_000)
             let victim = try startCLI(["--device", device + "&http=2", "get", "/bytes/1000000000"], scratch: scratch)

@@ -78,10 +78,16 @@ public struct HTTPResponder: Sendable {
     ///
     /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the transport cannot
     ///   be opened; the transport's own error is part of the message.
-    /// - Parameter eventLoop: drives the link; by default one of NIO's shared singleton loops.
+    /// - Parameters:
+    ///   - eventLoop: drives the link; by default one of NIO's shared singleton loops.
+    ///   - streamLayer: handlers every stream gets between the session layer and HTTP, fresh for
+    ///     each: TLS over a byte stream goes here (`TLSServerContext.addHandler(to:)`), so that
+    ///     every session the host opens is a TLS connection of its own (docs/framing.md §8). A
+    ///     host without sessions gets one, for the one stream.
     public func serve(
         transport: any ByteStreamTransport,
-        on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        on eventLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next(),
+        streamLayer: ResponderStreamLayer? = nil
     ) async throws {
         let configuration = self.configuration
         let served: ServedLink
@@ -90,7 +96,11 @@ public struct HTTPResponder: Sendable {
                 on: eventLoop,
                 building: { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try ResponderPipeline.configureLink(channel, configuration: configuration)
+                        try ResponderPipeline.configureLink(
+                            channel,
+                            configuration: configuration,
+                            streamLayer: streamLayer
+                        )
                     }
                 }
             ).output
@@ -199,15 +209,22 @@ public struct HTTPResponder: Sendable {
                 group.addTask { await self.serve(current, on: channel) }
                 let ended = (try? await boundary.get()) ?? .transportClosed
                 // A new HELLO or the host's CLOSE: the handler still running (a long download, a
-                // sleep) is stopped now, not when it next writes.
-                if ended != .endedByResponder { group.cancelAll() }
+                // sleep) is stopped now, not when it next writes. When the HTTP layer ended the
+                // stream itself, what it wrote is already below, and an HTTP/2 connection's loop
+                // over its streams would otherwise wait for a stream that never comes.
+                group.cancelAll()
                 await group.waitForAll()
                 return ended
             }
             guard ended != .transportClosed, !Task.isCancelled else { break }
             do {
                 negotiated = try await eventLoop.flatSubmit {
-                    ResponderPipeline.rebuild(channel, configuration: configuration).map { negotiated in
+                    ResponderPipeline.rebuild(
+                        channel,
+                        configuration: configuration,
+                        streamLayer: served.streamLayer,
+                        streamHandlers: served.streamHandlers.value
+                    ).map { negotiated in
                         session.value.attach()
                         return negotiated
                     }

@@ -6,12 +6,25 @@ import NIOHTTP2
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP2
 
+/// Handlers every stream of a link gets between the session layer and HTTP, made fresh for each
+/// stream: a TLS server handler, so that each session is a TLS connection of its own (TLS inside
+/// the session layer). Called on the channel's event loop; returns the handlers it added, which
+/// are removed when the stream ends.
+public typealias ResponderStreamLayer = @Sendable (any Channel) throws -> [any RemovableChannelHandler]
+
+/// The stream-layer handlers of a link's current stream. Event loop only.
+final class StreamLayerHandlers {
+    var handlers: [any RemovableChannelHandler] = []
+}
+
 /// A link as its serving task gets it: the HTTP side, and the session layer below it if any.
 struct ServedLink: Sendable {
     let channel: any Channel
     /// What the first bytes of the stream asked for.
     var negotiated: EventLoopFuture<NegotiatedLink>
     let session: NIOLoopBound<SessionResponderHandler>?
+    let streamLayer: ResponderStreamLayer?
+    let streamHandlers: NIOLoopBound<StreamLayerHandlers>
 }
 
 /// Installs the responder's handlers on a channel and wraps it for the link's task.
@@ -22,13 +35,20 @@ enum ResponderPipeline {
     static func configureLink(
         _ channel: any Channel,
         configuration: ResponderConfiguration,
-        sessions: Bool = true
+        sessions: Bool = true,
+        streamLayer: ResponderStreamLayer? = nil
     ) throws -> ServedLink {
         let session = sessions ? try self.addSessionLayer(channel, configuration: configuration) : nil
+        // A stream layer's connection (TLS) ends without the line: the next host starts anew.
+        if streamLayer != nil { session?.plainStreamsEndAlone = true }
+        let streamHandlers = StreamLayerHandlers()
+        streamHandlers.handlers = try streamLayer?(channel) ?? []
         return ServedLink(
             channel: channel,
             negotiated: try self.addDetector(channel, configuration: configuration),
-            session: session.map { NIOLoopBound($0, eventLoop: channel.eventLoop) }
+            session: session.map { NIOLoopBound($0, eventLoop: channel.eventLoop) },
+            streamLayer: streamLayer,
+            streamHandlers: NIOLoopBound(streamHandlers, eventLoop: channel.eventLoop)
         )
     }
 
@@ -129,23 +149,28 @@ enum ResponderPipeline {
     /// handlers are added once the old ones have left (a decoder leaves on a later tick).
     static func rebuild(
         _ channel: any Channel,
-        configuration: ResponderConfiguration
+        configuration: ResponderConfiguration,
+        streamLayer: ResponderStreamLayer? = nil,
+        streamHandlers: StreamLayerHandlers = StreamLayerHandlers()
     ) -> EventLoopFuture<EventLoopFuture<NegotiatedLink>> {
         let sync = channel.pipeline.syncOperations
         // Whatever the last stream had above the session layer: the detector if no byte came,
         // else HTTP/1.1's four handlers (configureHTTPServerPipeline adds exactly an encoder and
         // a decoder with these options) or HTTP/2's handler.
-        let contexts = [
-            try? sync.context(handlerType: HTTPVersionDetector.self),
-            try? sync.context(handlerType: ResponderLinkHandler.self),
-            try? sync.context(handlerType: HTTP1ServerPartConverter.self),
-            try? sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
-            try? sync.context(handlerType: HTTPResponseEncoder.self),
-            try? sync.context(handlerType: NIOHTTP2Handler.self),
-        ].compactMap { $0 }
+        let contexts =
+            [
+                try? sync.context(handlerType: HTTPVersionDetector.self),
+                try? sync.context(handlerType: ResponderLinkHandler.self),
+                try? sync.context(handlerType: HTTP1ServerPartConverter.self),
+                try? sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
+                try? sync.context(handlerType: HTTPResponseEncoder.self),
+                try? sync.context(handlerType: NIOHTTP2Handler.self),
+            ].compactMap { $0 } + streamHandlers.handlers.compactMap { try? sync.context(handler: $0) }
+        streamHandlers.handlers = []
         let removals = contexts.map { sync.removeHandler(context: $0) }
         return EventLoopFuture.andAllSucceed(removals, on: channel.eventLoop).flatMapThrowing {
-            try self.addDetector(channel, configuration: configuration)
+            streamHandlers.handlers = try streamLayer?(channel) ?? []
+            return try self.addDetector(channel, configuration: configuration)
         }
     }
 }

@@ -149,7 +149,9 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch self.state {
         case .idle:
             self.startHandshake(context: context)
+            if case .handshaking = self.state { self.startHandshakeTimer(context: context) }
         case .handshaking:
+            self.startHandshakeTimer(context: context)
             self.driveHandshake(context: context)
         case .active:
             self.readPlaintext(context: context)
@@ -258,6 +260,14 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func startHandshake(context: ChannelHandlerContext) {
         guard case .idle = self.state else { return }
         self.state = .handshaking
+        // A server waits for its client as long as it takes (a device's link is idle until a
+        // host comes): its bound starts with the client's first byte.
+        if self.configuration.role == .client { self.startHandshakeTimer(context: context) }
+        self.driveHandshake(context: context)
+    }
+
+    private func startHandshakeTimer(context: ChannelHandlerContext) {
+        guard self.timer == nil else { return }
         self.timer = context.eventLoop.assumeIsolated().scheduleTask(
             in: TimeAmount(self.configuration.handshakeTimeout)
         ) {
@@ -272,7 +282,6 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 )
             }
         }
-        self.driveHandshake(context: context)
     }
 
     private func driveHandshake(context: ChannelHandlerContext) {

@@ -144,6 +144,17 @@ public struct TLSServerContext: Sendable {
         self.context = try TLSContext(configuration: configuration)
     }
 
+    /// Adds a fresh ``TLSHandler`` at the end of `channel`'s pipeline and returns it: for a
+    /// responder that runs a new TLS connection on every session of one byte stream (TLS inside
+    /// the session layer, docs/framing.md §8). Call on the channel's event loop.
+    public func addHandler(to channel: any Channel) throws -> TLSHandler {
+        let handler = try TLSHandler.make(context: self, eventLoop: channel.eventLoop)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        // A failed handshake is logged by nobody else; the handler has ended the stream.
+        handler.handshakeFuture?.whenFailure { _ in }
+        return handler
+    }
+
     /// Adds a ``TLSHandler`` at the front of a new connection's pipeline. Use it as the
     /// per-connection initializer of a listener (for example
     /// `HTTPResponder.serveUnixSocket(path:group:channelInitializer:)`).

@@ -48,6 +48,11 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     private var closingTransport = false
     private var stallTimer: Scheduled<Void>?
 
+    /// Whether a close from above in plain mode ends only that stream (``Boundary/endedByResponder``)
+    /// instead of the transport: for a TLS layer above, whose connection ends while the line
+    /// stays, so that the next host's handshake gets a fresh TLS layer. Event loop only.
+    public var plainStreamsEndAlone = false
+
     public init(tracer: (@Sendable (String) -> Void)? = nil) {
         self.tracer = tracer
         self.machine = SessionResponderMachine(tracing: tracer != nil)
@@ -200,6 +205,11 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
             return
         }
         guard let actions = self.machine.endStream() else {
+            if self.plainStreamsEndAlone {
+                self.detach(.endedByResponder, context: context)
+                promise?.succeed(())
+                return
+            }
             context.close(mode: mode, promise: promise)  // plain HTTP/1.1: the connection closes
             return
         }

@@ -266,11 +266,14 @@ struct Serve: AsyncParsableCommand {
                 }
                 // The responder always accepts sessions (docs/framing.md §6): link options are
                 // the host's choice, not the device's.
-                let plain = try GlobalOptions.clientTransport(for: DeviceSpec(spec.kind))
-                let transport: any ByteStreamTransport =
-                    tls.map { TLSTransport(wrapping: plain, configuration: $0) } ?? plain
-                if globals.verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
-                try await responder.serve(transport: transport, on: group.next())
+                let transport = try GlobalOptions.clientTransport(for: DeviceSpec(spec.kind))
+                // TLS inside the session layer: every session is a TLS connection of its own
+                // (and a host without sessions gets one for its one stream).
+                let streamLayer = try tls.map { try Self.tlsStreamLayer($0) }
+                if globals.verbose {
+                    StandardError.write("* serving the emulated accessory on \(tls == nil ? "" : "tls+")\(transport)\n")
+                }
+                try await responder.serve(transport: transport, on: group.next(), streamLayer: streamLayer)
             }
         }
     }
@@ -338,6 +341,16 @@ struct SocketAccess: Sendable {
 }
 
 extension Serve {
+    static func tlsStreamLayer(_ configuration: TLSConfiguration) throws(CLIError) -> ResponderStreamLayer {
+        let context: TLSServerContext
+        do {
+            context = try TLSServerContext(configuration: configuration)
+        } catch {
+            throw CLIError(.usage, error.message)
+        }
+        return { channel in [try context.addHandler(to: channel)] }
+    }
+
     static func tlsInitializer(_ configuration: TLSConfiguration) throws(CLIError)
         -> @Sendable (any Channel) -> EventLoopFuture<Void>
     {

@@ -1,0 +1,78 @@
+import AccessoryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// TLS inside the session layer (docs/framing.md §8), end to end: `serve --cert` on a pty
+/// serial line runs a new TLS connection on every session, so a host killed mid-download is
+/// followed at once by the next host's own handshake, and hosts with and without sessions,
+/// HTTP/1.1 and HTTP/2, take turns on the one line.
+extension SessionCLITests {
+    /// A self-signed certificate for `meter`; returns the client's TLS options and `serve`'s.
+    func makeMeterCertificate() async throws -> (client: [String], server: [String]) {
+        let script = """
+            set -e
+            openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out meter.key 2>/dev/null
+            openssl req -x509 -new -key meter.key -out meter.pem -days 30 -subj "/CN=meter" -addext subjectAltName=DNS:meter 2>/dev/null
+            """
+        let result = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", script], scratch: self.scratch)
+        try #require(result.status == 0, "making the test certificate failed: \(result)")
+        return (
+            ["--cacert", scratch.file("meter.pem"), "--tls-name", "meter"],
+            ["--cert", scratch.file("meter.pem"), "--key", scratch.file("meter.key")]
+        )
+    }
+
+    /// 16 times: a TLS download in a session is killed with SIGKILL mid-body (no CLOSE, no
+    /// close_notify), and the next CLI's session and handshake are answered within 1 s.
+    @Test func tlsInsideSessionsAKilledDownloadThenTheNext() async throws {
+        let (client, server) = try await self.makeMeterCertificate()
+        try await withServedLine(serving: server) { device in
+            for attempt in 1...16 {
+                let victim = try startCLI(
+                    ["--device", device] + client + ["get", "/bytes/1000000000"],
+                    scratch: scratch
+                )
+                let streaming = await eventually(timeout: 10) { victim.stdoutCountSoFar > 64 * 1024 }
+                victim.signal(SIGKILL)
+                let killed = await victim.finish(timeout: 5)
+                try #require(streaming, "attempt \(attempt): the TLS download never started: \(killed)")
+                try await expectPromptStatus(
+                    device,
+                    after: "SIGKILL mid-body over TLS in a session (attempt \(attempt))",
+                    options: client
+                )
+            }
+        }
+    }
+
+    /// One `serve --cert` line, one host after another: TLS without sessions (the TLS
+    /// connection's end leaves the line served), in a session, HTTP/2 in a session and without.
+    @Test func tlsHostsOfEveryKindTakeTurnsOnOneLine() async throws {
+        let (client, server) = try await self.makeMeterCertificate()
+        try await withServedLine(serving: server) { device in
+            let plain = String(device.dropLast("?session=on".count))
+            for (index, spec) in [plain, device, plain, device + "&http=2", device, plain + "?http=2", device]
+                .enumerated()
+            {
+                let result = try await runCLI(
+                    ["--device", spec] + client + ["get", "/status"],
+                    scratch: scratch,
+                    timeout: 15
+                )
+                #expect(result.status == 0 && result.json?["model"] is String, "host \(index) (\(spec)): \(result)")
+            }
+            // A host that does not trust the certificate is refused, and the line stays served.
+            let untrusted = try await runCLI(
+                ["--device", device, "--tls", "get", "/status"],
+                scratch: scratch,
+                timeout: 15
+            )
+            #expect(untrusted.status != 0 && untrusted.stderr.contains("certificate"), "\(untrusted)")
+            try await expectPromptStatus(device, after: "a refused handshake", options: client)
+        }
+    }
+}
