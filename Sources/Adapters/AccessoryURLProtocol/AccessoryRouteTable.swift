@@ -106,7 +106,10 @@ public final class AccessoryRouteTable: Sendable {
                 )
             }
         }
-        if let tls = route.tls {
+        if var tls = route.tls {
+            if tls.applicationProtocols.isEmpty, case .device(let spec) = route.endpoint {
+                tls.applicationProtocols = spec.link.http == .http2 ? ["h2"] : ["http/1.1"]
+            }
             transport = TLSTransport(wrapping: transport, configuration: tls)
         }
         var configuration = route.clientConfiguration

@@ -165,6 +165,18 @@ public struct TLSConfiguration: Sendable {
     public var handshakeTimeout: Duration
     /// How long closing waits for the peer's close_notify after sending ours.
     public var shutdownTimeout: Duration
+    /// ALPN (RFC 7301). Client: the protocols offered, in order of preference (`["h2"]` for an
+    /// HTTP/2 link). Server: the protocols it speaks, in its order of preference; it picks the
+    /// first one the client offered, and goes on without ALPN if there is none in common.
+    /// Empty (the default): no ALPN. Names are 1 to 255 bytes.
+    public var applicationProtocols: [String] = []
+
+    /// ALPN's wire format: each name prefixed with its length.
+    var applicationProtocolsWireFormat: [UInt8]? {
+        let names = self.applicationProtocols.map { Array($0.utf8) }.filter { (1...255).contains($0.count) }
+        guard !names.isEmpty else { return nil }
+        return names.flatMap { [UInt8($0.count)] + $0 }
+    }
 
     /// A client configuration.
     public static func client(
@@ -275,6 +287,8 @@ public struct TLSSessionInfo: Sendable {
     public let cipher: String
     /// The chain the peer presented, leaf first (empty if it presented none).
     public let peerCertificates: [TLSCertificate]
+    /// The protocol ALPN settled on (`"h2"`, `"http/1.1"`), or `nil` without ALPN.
+    public var applicationProtocol: String? = nil
     /// A first-use pairing the transport writes to the trust store once the handshake is done.
     var firstUsePairing: (identity: String, certificate: TLSCertificate)?
 }

@@ -20,6 +20,8 @@ final class TLSConnection {
     let evaluator: ServerTrustEvaluator?
     let role: TLSConfiguration.Role
     private let serverName: String?
+    /// Kept alive as long as the `SSL`: its ALPN callback reads the context's list.
+    private let context: TLSContext
 
     init(context: TLSContext) throws(TLSError) {
         OpenSSLErrorQueue.clear()
@@ -46,6 +48,7 @@ final class TLSConnection {
         self.output = output
         self.role = context.configuration.role
         self.serverName = context.configuration.serverName
+        self.context = context
         switch context.configuration.role {
         case .client:
             SSL_set_connect_state(ssl)
@@ -59,6 +62,14 @@ final class TLSConnection {
         }
         // Every stored property is set: from here on a throw runs deinit, which frees the SSL
         // (and its BIOs). Freeing it here as well was a double free.
+        if context.configuration.role == .client, let wire = context.configuration.applicationProtocolsWireFormat,
+            SSL_set_alpn_protos(ssl, wire, UInt32(wire.count)) != 0  // 0 is success here
+        {
+            throw TLSError(
+                .invalidConfiguration,
+                "OpenSSL refused the ALPN list \(context.configuration.applicationProtocols): \(OpenSSLErrorQueue.drainText(or: "invalid"))"
+            )
+        }
         if context.configuration.role == .client, let name = context.configuration.serverName,
             !ServerTrustEvaluator.isIPAddress(name),  // no SNI for addresses (RFC 6066)
             accessory_SSL_set_tlsext_host_name(ssl, name) != 1
@@ -188,10 +199,17 @@ final class TLSConnection {
             defer { X509_free(peer) }
             if let parsed = TLSCertificate(x509: peer) { certificates.insert(parsed, at: 0) }
         }
+        var selected: UnsafePointer<UInt8>? = nil
+        var selectedLength: UInt32 = 0
+        SSL_get0_alpn_selected(self.ssl, &selected, &selectedLength)
+        let applicationProtocol = selected.map {
+            String(decoding: UnsafeBufferPointer(start: $0, count: Int(selectedLength)), as: UTF8.self)
+        }
         return TLSSessionInfo(
             protocolVersion: version,
             cipher: cipher,
             peerCertificates: certificates,
+            applicationProtocol: selectedLength > 0 ? applicationProtocol : nil,
             firstUsePairing: self.evaluator?.pinToRemember
         )
     }

@@ -13,6 +13,8 @@ final class TLSContext: @unchecked Sendable {
     let configuration: TLSConfiguration
     /// The pinned key of the paired accessory, read from the trust store at open.
     let pairedEntry: TrustStore.Entry?
+    /// The server's ALPN list as its selection callback reads it; freed after the context.
+    private var alpnList: UnsafeMutableRawPointer?
 
     init(configuration: TLSConfiguration) throws(TLSError) {
         OpenSSLErrorQueue.clear()
@@ -32,9 +34,18 @@ final class TLSContext: @unchecked Sendable {
             SSL_CTX_free(ctx)
             throw error
         }
+        if configuration.role == .server, let wire = configuration.applicationProtocolsWireFormat {
+            self.alpnList = accessory_SSL_CTX_set_alpn_server(ctx, wire, UInt32(wire.count))
+        }
     }
 
-    deinit { SSL_CTX_free(self.ctx) }
+    deinit {
+        SSL_CTX_free(self.ctx)
+        // After the context: a connection still using it holds its own reference, and may
+        // still ask the callback; the last `SSL` is freed before the last TLSContext reference
+        // goes (each TLSConnection keeps its context's owner alive through TLSHandler).
+        accessory_alpn_free(self.alpnList)
+    }
 
     private static func configure(_ ctx: OpaquePointer, _ configuration: TLSConfiguration) throws(TLSError)
         -> TrustStore.Entry?

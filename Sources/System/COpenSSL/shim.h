@@ -12,6 +12,8 @@
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
+#include <stdlib.h>
+#include <string.h>
 
 // MARK: TLS (AccessoryTLS)
 
@@ -19,6 +21,39 @@
 static inline long accessory_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
     return SSL_set_tlsext_host_name(ssl, name);
 }
+
+/// ALPN on a server (RFC 7301): the first of the server's protocols that the client offered;
+/// none in common means the handshake goes on without ALPN (the client may still speak what it
+/// knows the server speaks, as HTTP/2 with prior knowledge does).
+typedef struct {
+    unsigned int length;
+    unsigned char protocols[];
+} accessory_alpn_list;
+
+static int accessory_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                                 unsigned int inlen, void *arg) {
+    (void)ssl;
+    const accessory_alpn_list *list = arg;
+    unsigned char *selected = NULL;
+    if (SSL_select_next_proto(&selected, outlen, list->protocols, list->length, in, inlen) != OPENSSL_NPN_NEGOTIATED) {
+        return SSL_TLSEXT_ERR_NOACK;
+    }
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/// Installs the server's ALPN choice over `protocols` (wire format: length-prefixed names).
+/// Returns the copy the callback reads, which the caller frees with `free` after the SSL_CTX.
+static inline void *accessory_SSL_CTX_set_alpn_server(SSL_CTX *ctx, const unsigned char *protocols, unsigned int length) {
+    accessory_alpn_list *list = malloc(sizeof(accessory_alpn_list) + length);
+    if (list == NULL) return NULL;
+    list->length = length;
+    memcpy(list->protocols, protocols, length);
+    SSL_CTX_set_alpn_select_cb(ctx, accessory_alpn_select, list);
+    return list;
+}
+
+static inline void accessory_alpn_free(void *list) { free(list); }
 
 static inline long accessory_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
     return SSL_CTX_set_min_proto_version(ctx, version);

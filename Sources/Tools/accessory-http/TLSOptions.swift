@@ -224,6 +224,9 @@ struct TLSOptions: ParsableArguments {
             minimumVersion: try self.minimumVersion()
         )
         configuration.handshakeTimeout = .seconds(15)
+        // ALPN says which HTTP the link speaks (an HTTP/2 link speaks it whatever the answer:
+        // prior knowledge).
+        configuration.applicationProtocols = spec.link.http == .http2 ? ["h2"] : ["http/1.1"]
         return configuration
     }
 
@@ -246,10 +249,13 @@ struct TLSOptions: ParsableArguments {
         guard let identity = try self.identity() else {
             throw CLIError(.usage, "serving HTTPS needs --cert FILE --key FILE (or --cert FILE.p12)")
         }
-        return .server(
+        var configuration = TLSConfiguration.server(
             identity: identity,
             clientAuthentication: self.clientCA.isEmpty ? .none : .required(trustedCAFiles: self.clientCA),
             minimumVersion: try self.minimumVersion()
         )
+        // The responder speaks both, and tells them apart by their first bytes.
+        configuration.applicationProtocols = ["h2", "http/1.1"]
+        return configuration
     }
 }
