@@ -171,6 +171,7 @@ let package = Package(
             dependencies: [
                 "AccessoryTransport",
                 "AccessorySession",
+                "AccessoryHTTP2",
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHTTPTypesHTTP2", package: "swift-nio-extras"),
                 .product(name: "NIOCore", package: "swift-nio"),

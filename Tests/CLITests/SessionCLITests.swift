@@ -63,6 +63,7 @@ struct SessionCLITests {
         _ device: String,
         after what: String,
         options: [String] = [],
+        within bound: Duration = .seconds(1),
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let status = try await runCLI(
@@ -73,7 +74,7 @@ struct SessionCLITests {
         #expect(status.status == 0, "after \(what): \(status)", sourceLocation: sourceLocation)
         #expect(status.json?["model"] is String, "after \(what): \(status)", sourceLocation: sourceLocation)
         #expect(
-            status.elapsed < TimeBounds.scaled(.seconds(1)),
+            status.elapsed < TimeBounds.scaled(bound),
             "after \(what): /status took \(status.elapsed)",
             sourceLocation: sourceLocation
         )
@@ -157,6 +158,12 @@ struct SessionCLITests {
         let flag = try await runCLI(["--device", "emulator", "--http2", "-v", "get", "/status"], scratch: scratch)
         #expect(flag.status == 0 && flag.json?["model"] is String, "\(flag)")
         #expect(flag.stderr.contains("> :method: GET") && flag.stderr.contains("< :status: 200"), "\(flag)")
+        // HTTP/2's own frames, each way.
+        #expect(flag.stderr.contains("* > h2 preface") && flag.stderr.contains("* > h2 SETTINGS stream=0"), "\(flag)")
+        #expect(
+            flag.stderr.contains("* < h2 SETTINGS stream=0") && flag.stderr.contains("* < h2 HEADERS stream=1"),
+            "\(flag)"
+        )
         try await withServedLine { device in
             let result = try await runCLI(
                 ["--device", device + "&http=2", "get", "/bytes/300000", "-o", scratch.file("h2.bin")],

@@ -27,7 +27,9 @@ extension SessionCLITests {
     }
 
     /// 16 times: a TLS download in a session is killed with SIGKILL mid-body (no CLOSE, no
-    /// close_notify), and the next CLI's session and handshake are answered within 1 s.
+    /// close_notify), and the next CLI's session and handshake are answered within 1.5 s (about
+    /// 0.65 s measured for a debug build; the plain session's bound is 1 s, and the certificate
+    /// loading and handshake of a new process come on top).
     @Test func tlsInsideSessionsAKilledDownloadThenTheNext() async throws {
         let (client, server) = try await self.makeMeterCertificate()
         try await withServedLine(serving: server) { device in
@@ -43,7 +45,8 @@ extension SessionCLITests {
                 try await expectPromptStatus(
                     device,
                     after: "SIGKILL mid-body over TLS in a session (attempt \(attempt))",
-                    options: client
+                    options: client,
+                    within: .milliseconds(1500)
                 )
             }
         }

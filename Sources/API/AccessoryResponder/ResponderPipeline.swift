@@ -1,3 +1,4 @@
+import AccessoryHTTP2
 import AccessorySession
 import HTTPTypes
 import NIOCore
@@ -75,15 +76,10 @@ enum ResponderPipeline {
         _ channel: any Channel,
         configuration: ResponderConfiguration
     ) throws -> NIOHTTP2Handler.AsyncStreamMultiplexer<ResponderLink> {
-        // The same large windows as the host's HTTP2Link (AccessoryHTTP2.HTTP2Windows), which
-        // this layer cannot import: a link serves one host, it has nobody to be fair to.
-        var settings = NIOHTTP2Handler.Configuration()
-        settings.connection.targetWindowSize = 8 << 20
-        settings.stream.targetWindowSize = 4 << 20
-        settings.stream.outboundBufferSizeHighWatermark = 256 << 10
-        settings.stream.outboundBufferSizeLowWatermark = 64 << 10
-        settings.connection.initialSettings = [
-            HTTP2Setting(parameter: .initialWindowSize, value: 4 << 20),
+        // The same large windows as the host's HTTP2Link: a link serves one host, it has
+        // nobody to be fair to.
+        var settings = HTTP2Windows.configuration()
+        settings.connection.initialSettings += [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
             HTTP2Setting(parameter: .maxHeaderListSize, value: max(1024, configuration.maxHeaderBlockSize)),
         ]
@@ -91,7 +87,7 @@ enum ResponderPipeline {
             stream in
             stream.eventLoop.makeCompletedFuture {
                 let sync = stream.pipeline.syncOperations
-                try sync.addHandler(HTTP2FramePayloadToHTTPServerCodec())
+                try sync.addHandlers(EndStreamCoalescer(), HTTP2FramePayloadToHTTPServerCodec())
                 let handler = ResponderLinkHandler(eventLoop: stream.eventLoop)
                 try sync.addHandler(handler)
                 return ResponderLink(channel: stream, handler: handler)

@@ -107,16 +107,21 @@ public final class HTTP2Link: Sendable {
             let tracer = self.configuration.tracer
             return try await stream.executeThenClose { inbound, outbound in
                 tracer?.emit(.requestHead(Self.render(head)))
-                try await outbound.write(.head(head))
+                // A known body goes in one flush with its head and end, so the end rides on the
+                // last frame (EndStreamCoalescer) instead of a DATA frame of its own.
                 switch body.storage {
                 case .none:
-                    break
+                    try await outbound.write(contentsOf: [.head(head), .end(nil)])
                 case .bytes(let buffer):
-                    if buffer.readableBytes > 0 { try await outbound.write(.body(buffer)) }
+                    try await outbound.write(
+                        contentsOf: buffer.readableBytes > 0
+                            ? [.head(head), .body(buffer), .end(nil)] : [.head(head), .end(nil)]
+                    )
                 case .stream(_, let produce):
+                    try await outbound.write(.head(head))
                     try await produce(RequestBodyWriter { try await outbound.write(.body($0)) })
+                    try await outbound.write(.end(nil))
                 }
-                try await outbound.write(.end(nil))
                 let parts = PartSource(inbound.makeAsyncIterator())
                 let responseHead = try await parts.finalHead()
                 tracer?.emit(.responseHead(Self.render(responseHead)))
@@ -166,6 +171,7 @@ public final class HTTP2Link: Sendable {
                 return try await connection.multiplexer.openStream { stream in
                     stream.eventLoop.makeCompletedFuture {
                         try stream.pipeline.syncOperations.addHandlers(
+                            EndStreamCoalescer(),
                             HTTP2FramePayloadToHTTPClientCodec(),
                             BodyGatheringHandler()
                         )
@@ -234,7 +240,12 @@ public final class HTTP2Link: Sendable {
                     on: self.eventLoop,
                     building: { channel in
                         channel.eventLoop.makeCompletedFuture {
-                            try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
+                            if let tracer = configuration.tracer {
+                                try channel.pipeline.syncOperations.addHandler(
+                                    HTTP2FrameTraceHandler(tracer: tracer, client: true)
+                                )
+                            }
+                            return try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
                                 mode: .client,
                                 configuration: settings
                             ) { stream in
