@@ -29,30 +29,7 @@ struct ALPNTests {
 
     /// Our responder over TLS on a unix socket, speaking `h2` and `http/1.1` by ALPN.
     func withResponder(_ body: (String) async throws -> Void) async throws {
-        let path = FileManager.default.temporaryDirectory
-            .appendingPathComponent("alpn-\(UInt32.random(in: 0...UInt32.max)).sock").path
-        var configuration = TLSConfiguration.server(
-            identity: .pem(
-                certificateFile: self.certificates.path("server.pem"),
-                keyFile: self.certificates.path("server.key")
-            )
-        )
-        configuration.applicationProtocols = ["h2", "http/1.1"]
-        let context = try TLSServerContext(configuration: configuration)
-        let responder = EmulatedAccessory().makeResponder()
-        let server = Task {
-            try await responder.serveUnixSocket(
-                path: path,
-                group: MultiThreadedEventLoopGroup.singleton,
-                channelInitializer: context.channelInitializer
-            )
-        }
-        defer { server.cancel() }
-        for _ in 0..<300 where !FileManager.default.fileExists(atPath: path) {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        try #require(FileManager.default.fileExists(atPath: path))
-        try await body(path)
+        try await withTLSResponder(self.certificates, applicationProtocols: ["h2", "http/1.1"], body)
     }
 
     /// What the handshake settled when the client offers `protocols` to our responder.

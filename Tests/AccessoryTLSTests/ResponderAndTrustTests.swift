@@ -22,31 +22,11 @@ struct ResponderTLSTests {
         clientAuthentication: TLSClientAuthentication = .none,
         _ body: (String) async throws -> Void
     ) async throws {
-        let path = FileManager.default.temporaryDirectory
-            .appendingPathComponent("tls-responder-\(UInt32.random(in: 0...UInt32.max)).sock").path
-        let context = try TLSServerContext(
-            configuration: .server(
-                identity: .pem(
-                    certificateFile: self.certificates.path("server.pem"),
-                    keyFile: self.certificates.path("server.key")
-                ),
-                clientAuthentication: clientAuthentication
-            )
+        try await AccessoryTLSTests.withTLSResponder(
+            self.certificates,
+            clientAuthentication: clientAuthentication,
+            body
         )
-        let responder = EmulatedAccessory().makeResponder()
-        let server = Task {
-            try await responder.serveUnixSocket(
-                path: path,
-                group: MultiThreadedEventLoopGroup.singleton,
-                channelInitializer: context.channelInitializer
-            )
-        }
-        defer { server.cancel() }
-        for _ in 0..<300 where !FileManager.default.fileExists(atPath: path) {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        try #require(FileManager.default.fileExists(atPath: path))
-        try await body(path)
     }
 
     /// socat relays the TLS bytes without knowing TLS; killing it mid-body closes the link
@@ -395,4 +375,36 @@ struct PinAndStoreTests {
         var info = stat()
         #expect(stat(directory + "/a/b/known_accessories", &info) == 0 && info.st_mode & 0o777 == 0o600)
     }
+}
+
+/// Serves the emulator over TLS (server.pem) on a fresh unix socket while `body` runs, with the
+/// given client authentication and ALPN protocols.
+func withTLSResponder(
+    _ certificates: Certificates,
+    clientAuthentication: TLSClientAuthentication = .none,
+    applicationProtocols: [String] = [],
+    _ body: (String) async throws -> Void
+) async throws {
+    let path = FileManager.default.temporaryDirectory
+        .appendingPathComponent("tls-responder-\(UInt32.random(in: 0...UInt32.max)).sock").path
+    var configuration = TLSConfiguration.server(
+        identity: .pem(certificateFile: certificates.path("server.pem"), keyFile: certificates.path("server.key")),
+        clientAuthentication: clientAuthentication
+    )
+    configuration.applicationProtocols = applicationProtocols
+    let context = try TLSServerContext(configuration: configuration)
+    let responder = EmulatedAccessory().makeResponder()
+    let server = Task {
+        try await responder.serveUnixSocket(
+            path: path,
+            group: MultiThreadedEventLoopGroup.singleton,
+            channelInitializer: context.channelInitializer
+        )
+    }
+    defer { server.cancel() }
+    for _ in 0..<300 where !FileManager.default.fileExists(atPath: path) {
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    try #require(FileManager.default.fileExists(atPath: path))
+    try await body(path)
 }

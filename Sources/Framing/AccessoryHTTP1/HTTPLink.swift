@@ -89,12 +89,7 @@ public final class HTTPLink: Sendable {
         handleIsLinkWork: Bool,
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
-        // A streamed request body is produced by the caller's code: it stays off the event loop.
-        let bodyIsCallerCode = if case .stream = body.storage { true } else { false }
-        guard handleIsLinkWork && !bodyIsCallerCode else {
-            return try await self.perform(request, body: body, deadline: deadline, handle)
-        }
-        return try await withTaskExecutorPreference(self.taskExecutor) {
+        try await body.runExchange(handleIsLinkWork: handleIsLinkWork, on: self.taskExecutor) {
             try await self.perform(request, body: body, deadline: deadline, handle)
         }
     }

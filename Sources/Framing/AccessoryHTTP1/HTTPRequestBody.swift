@@ -1,3 +1,4 @@
+import AccessoryTransport
 import NIOCore
 
 /// The body of a request sent over a link.
@@ -54,5 +55,20 @@ public struct RequestBodyWriter: Sendable {
     public func write(_ buffer: ByteBuffer) async throws {
         guard buffer.readableBytes > 0 else { return }
         try await self.writeBuffer(buffer)
+    }
+}
+
+extension HTTPRequestBody {
+    /// Runs an exchange with this body on `executor` (a link's event loop) when it is the link's
+    /// own work: `handleIsLinkWork` and no streamed body, which the caller's code produces and
+    /// which therefore stays off the event loop. Otherwise runs it where the caller runs.
+    package func runExchange<Result>(
+        handleIsLinkWork: Bool,
+        on executor: EventLoopTaskExecutor,
+        _ exchange: () async throws -> Result
+    ) async throws -> Result {
+        let bodyIsCallerCode = if case .stream = self.storage { true } else { false }
+        guard handleIsLinkWork && !bodyIsCallerCode else { return try await exchange() }
+        return try await withTaskExecutorPreference(executor) { try await exchange() }
     }
 }
