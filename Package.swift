@@ -322,7 +322,7 @@ let package = Package(
             dependencies: [
                 "AccessoryTestSupport",
                 "AccessoryClient", "AccessoryHTTP2", "AccessoryHTTP1", "AccessoryEmulator", "AccessoryTransport",
-                "AccessoryCrypto",
+                "AccessoryCrypto", "AccessoryResponder",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
