@@ -352,7 +352,7 @@ let package = Package(
             name: "AccessoryTLSTests",
             dependencies: [
                 "AccessoryTLS", "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport",
-                "AccessoryHTTP1", "AccessoryCrypto",
+                "AccessoryHTTP1", "AccessoryCrypto", "AccessorySession", "AccessoryTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -212,12 +212,16 @@ extension SessionIOSuites {
             let report = """
                 \(Self.exchanges) exchanges in \(elapsed): \(succeeded) right bodies, \(wrong) wrong bodies, \
                 \(hung) over 3 s; errors \(errors.sorted { $0.key < $1.key }); faults injected \(injected); \
-                after the faults stopped \(recovered)/10 answered
+                after the faults stopped \(recovered)/10 answered; the line opened \(client.link.openCount) times, \
+                the session restarted in band \(client.link.renewalCount) times
                 """
             print("fault soak: \(report)")
             #expect(wrong == 0, "\(report)")
             #expect(hung == 0, "\(report)")
             #expect(recovered == 10, "\(report)")
+            // Damage restarts the session in band; only a stream that ended reopens the line.
+            #expect(client.link.renewalCount > 0, "\(report)")
+            #expect(client.link.openCount <= 1 + (plan.injected[.endEarly] ?? 0), "\(report)")
             #expect(succeeded + errors.values.reduce(0, +) == Self.exchanges, "\(report)")
             #expect(
                 plan.injected.values.reduce(0, +) > Self.exchanges / 100,

@@ -71,7 +71,8 @@ extension SessionIOSuites {
         }
 
         /// 16 times: a download of 1 GB abandoned after its first megabyte, then `/status` answered
-        /// within 1 s on the same line.
+        /// within 1 s on the same line — by a new session started in band: the line is opened
+        /// once for all of them.
         @Test func abandonedDownloadsNeverDelayTheNext() async throws {
             let line = try SharedLine()
             let client = self.client(line)
@@ -94,6 +95,8 @@ extension SessionIOSuites {
                     "attempt \(attempt): \(ContinuousClock.now - started)"
                 )
             }
+            #expect(client.link.openCount == 1)
+            #expect(client.link.renewalCount == 16)
             await client.shutdown()
         }
 
@@ -115,6 +118,9 @@ extension SessionIOSuites {
                 #expect(head.status == .ok)
                 #expect(ContinuousClock.now - next < .seconds(1), "attempt \(attempt)")
             }
+            // Each deadline ended its session; the next started in band on the line opened once.
+            #expect(client.link.openCount == 1)
+            #expect(client.link.renewalCount == 4)
             await client.shutdown()
         }
 

@@ -26,12 +26,17 @@ public final class HTTPLink: Sendable {
 
     private struct Connection: Sendable {
         let stream: OpenedByteStream
-        let handler: NIOLoopBound<HTTPLinkHandler>
+        let pipeline: LinkPipeline
+        var handler: NIOLoopBound<HTTPLinkHandler> { self.pipeline.linkHandler }
     }
 
     private struct LinkState {
         var connection: Connection?
+        /// A stream the link gave up that stays open for a new session in band
+        /// (``OpenedByteStream/renewal``), to be renewed by the next request.
+        var parked: Connection?
         var opens = 0
+        var renewals = 0
         var isShutDown = false
         /// The last exchange's caller has returned, and the link is still finishing that
         /// exchange (draining it, or closing).
@@ -54,6 +59,11 @@ public final class HTTPLink: Sendable {
 
     /// How many times the byte stream pair has been opened (1 while the link stays in step).
     public var openCount: Int { self.state.withLock { $0.opens } }
+
+    /// How many times a new stream was started on the open transport instead of reopening it
+    /// (a session restarted in band after an abandoned response, an integrity error or a
+    /// timeout; ``OpenedByteStream/renewal``).
+    public var renewalCount: Int { self.state.withLock { $0.renewals } }
 
     /// Runs one exchange: sends `request` with `body`, waits for the response head, and hands
     /// the response to `handle`, which may stream the body. When `handle` returns or throws, the
@@ -238,15 +248,21 @@ public final class HTTPLink: Sendable {
     /// process reaped, a serial line's settings restored). Exchanges in progress fail; later
     /// ones throw `.shutDown`.
     public func shutdown() async {
-        let connection: Connection? = self.state.withLock { state in
+        let (connection, parked): (Connection?, Connection?) = self.state.withLock { state in
             state.isShutDown = true
-            defer { state.connection = nil }
-            return state.connection
+            defer { (state.connection, state.parked) = (nil, nil) }
+            return (state.connection, state.parked)
         }
         if let connection {
             let handler = connection.handler
             self.eventLoop.execute { handler.value.close(reason: HTTPLinkError(.shutDown, "the link was shut down")) }
+            // The handler may only have ended its session (a transport that renews in band).
+            connection.stream.channel.close(promise: nil)
             await connection.stream.waitUntilReleased()
+        }
+        if let parked {
+            parked.stream.channel.close(promise: nil)
+            await parked.stream.waitUntilReleased()
         }
         for stream in self.state.withLock({ Array($0.releasing.values) }) {
             await stream.waitUntilReleased()
@@ -371,9 +387,16 @@ public final class HTTPLink: Sendable {
         return exchange
     }
 
-    /// Opens a new connection (the current one, if any, has been found unusable and forgotten).
+    /// Opens a new connection (the current one, if any, has been found unusable and forgotten):
+    /// a new stream on the stream the link gave up, if it stayed open for that, else the
+    /// transport opened again.
     private func openConnection() async throws -> Connection {
         _ = try self.existingConnection()
+        if let parked = self.state.withLock({ state in
+            defer { state.parked = nil }; return state.parked
+        }) {
+            if let renewed = try await self.renew(parked) { return renewed }
+        }
         let isReopen = self.state.withLock { $0.opens > 0 }
         let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
         let opened = try await LinkOpener(
@@ -381,7 +404,7 @@ public final class HTTPLink: Sendable {
             configuration: self.configuration,
             eventLoop: self.eventLoop
         ).open(discardingInput: mustSettle)
-        let connection = Connection(stream: opened.stream, handler: opened.handler)
+        let connection = Connection(stream: opened.stream, pipeline: opened.pipeline)
         if mustSettle {
             let handler = connection.handler
             try await self.eventLoop.flatSubmit { handler.value.settle() }.get()
@@ -394,11 +417,56 @@ public final class HTTPLink: Sendable {
         return connection
     }
 
+    /// Starts a new stream on `parked`. Returns `nil` if its channel closed meanwhile (the
+    /// transport is then opened again); throws if the device did not take the new stream (the
+    /// channel is closed, and the next request opens the transport again).
+    private func renew(_ parked: Connection) async throws -> Connection? {
+        guard parked.stream.channel.isActive else {
+            self.close(parked)
+            return nil
+        }
+        let pipeline: LinkPipeline
+        do {
+            pipeline = try await LinkOpener(
+                transport: self.transport,
+                configuration: self.configuration,
+                eventLoop: self.eventLoop
+            ).renew(parked.stream, replacing: parked.pipeline)
+        } catch {
+            let wasOpen = parked.stream.channel.isActive
+            self.close(parked)
+            if !wasOpen, (error as? HTTPLinkError)?.code != .cancelled { return nil }
+            throw try await self.enrich(error, parked)
+        }
+        let connection = Connection(stream: parked.stream, pipeline: pipeline)
+        self.state.withLock { state in
+            state.connection = connection
+            state.renewals += 1
+        }
+        self.configuration.tracer?.emit(.note("started a new session on \(self.transport) (in band, not reopened)"))
+        return connection
+    }
+
+    /// The link is done with `connection`. A stream that can be renewed in band and is still
+    /// open is kept for the next request; any other is closed.
     private func forget(_ connection: Connection) {
+        let stream = connection.stream
+        let parks: Bool = self.state.withLock { state in
+            if state.connection?.stream.channel === stream.channel { state.connection = nil }
+            guard stream.renewal != nil, stream.channel.isActive, !state.isShutDown else { return false }
+            if state.parked?.stream.channel !== stream.channel { state.parked = connection }
+            return true
+        }
+        if !parks { self.close(connection) }
+    }
+
+    /// Closes `connection`'s stream; `shutdown` waits until the transport released it.
+    private func close(_ connection: Connection) {
         let stream = connection.stream
         let key = ObjectIdentifier(stream.channel)
         let isNew: Bool = self.state.withLock { state in
             if state.connection?.stream.channel === stream.channel { state.connection = nil }
+            if state.parked?.stream.channel === stream.channel { state.parked = nil }
             return state.releasing.updateValue(stream, forKey: key) == nil
         }
         stream.channel.close(promise: nil)

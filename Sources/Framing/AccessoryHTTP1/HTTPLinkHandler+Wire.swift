@@ -99,6 +99,9 @@ extension HTTPLinkHandler {
         if error is ByteToMessageDecoderError {
             return HTTPLinkError(.malformedResponse, "the device sent a malformed HTTP response", underlying: error)
         }
+        if let ended = error as? any StreamEndingError {
+            return HTTPLinkError(.linkClosed, ended.message, underlying: error)
+        }
         if let ioError = error as? IOError {
             return HTTPLinkError(.linkClosed, "the link failed: \(ioError)", underlying: error)
         }

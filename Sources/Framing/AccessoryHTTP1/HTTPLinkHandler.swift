@@ -1,3 +1,4 @@
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -11,7 +12,7 @@ import NIOHTTPTypesHTTP1
 ///
 /// Everything here runs on the channel's event loop. The async side reaches it through
 /// `NIOLoopBound` and the exchange's futures.
-final class HTTPLinkHandler: ChannelDuplexHandler {
+final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
@@ -310,7 +311,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             self.readIfWanted()
         } else {
             self.failure = HTTPLinkError(.linkClosed, "the previous response closed the link")
-            self.context?.close(promise: nil)
+            self.giveUpStream()
         }
         ports.complete(reusable: reusable)
     }
@@ -392,6 +393,15 @@ final class HTTPLinkHandler: ChannelDuplexHandler {
             self.ports = nil
             ports.fail(error, answered: self.guardHandler.responseStart.readableBytes > 0)
         }
-        if self.isActive { self.context?.close(promise: nil) }
+        if self.isActive { self.giveUpStream() }
+    }
+
+    /// Ends this stream: a session layer below ends just the session and keeps the transport
+    /// open for the next one (``ByteStreamEndRequest``); without one, the channel closes.
+    private func giveUpStream() {
+        guard let context = self.context else { return }
+        let ended = context.eventLoop.makePromise(of: Void.self)
+        context.triggerUserOutboundEvent(ByteStreamEndRequest(), promise: ended)
+        ended.futureResult.assumeIsolated().whenFailure { _ in context.close(promise: nil) }
     }
 }

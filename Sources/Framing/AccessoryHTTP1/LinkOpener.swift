@@ -6,7 +6,7 @@ import Synchronization
 
 /// Opens a link's byte stream pair and builds its pipeline (guard, NIOHTTP1's encoder and
 /// decoder with the configured limits, the link handler), within the open timeout and the
-/// caller's cancellation.
+/// caller's cancellation; or builds it anew on a stream renewed in band.
 struct LinkOpener: Sendable {
     let transport: any ByteStreamTransport
     let configuration: LinkConfiguration
@@ -14,87 +14,130 @@ struct LinkOpener: Sendable {
 
     /// - Parameter discardingInput: start the guard in discard mode, so that stale bytes that
     ///   arrive before ``HTTPLinkHandler/settle()`` takes over are dropped, not reported as stray.
-    func open(discardingInput: Bool) async throws -> (stream: OpenedByteStream, handler: NIOLoopBound<HTTPLinkHandler>)
-    {
-        let configuration = self.configuration
-        let eventLoop = self.eventLoop
+    func open(discardingInput: Bool) async throws -> (stream: OpenedByteStream, pipeline: LinkPipeline) {
         let transport = self.transport
-        let closesAbandonedStreams = transport.opensIndependentStreams
-        let timeout = configuration.openTimeout
-        let opened: (stream: OpenedByteStream, output: NIOLoopBound<HTTPLinkHandler>)
+        let configure = self.configure(discardingInput: discardingInput)
         do {
-            let configure: @Sendable (any Channel) -> EventLoopFuture<NIOLoopBound<HTTPLinkHandler>> = { channel in
-                do {
-                    try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
-                    try channel.syncOptions?.setOption(
-                        ChannelOptions.recvAllocator,
-                        value: AdaptiveRecvByteBufferAllocator(
-                            minimum: 1024,
-                            initial: 16 * 1024,
-                            maximum: HTTPLinkHandler.maximumReadSize
-                        )
-                    )
-                    let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
-                    // The channel reads as soon as it is active, before `settle()` runs.
-                    if discardingInput { guardHandler.mode = .discard }
-                    let linkHandler = HTTPLinkHandler(
-                        configuration: configuration,
-                        guardHandler: guardHandler,
-                        eventLoop: eventLoop,
-                        closesAbandonedStreams: closesAbandonedStreams
-                    )
-                    var limits = NIOHTTPDecoderLimitConfiguration()
-                    limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
-                    limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
-                    limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
-                    let decoder = ByteToMessageHandler(
-                        HTTPResponseDecoder(
-                            leftOverBytesStrategy: .dropBytes,
-                            informationalResponseStrategy: .forward,
-                            limitConfiguration: limits
-                        )
-                    )
-                    try channel.pipeline.syncOperations.addHandlers([guardHandler, HTTPRequestEncoder(), decoder])
-                    if configuration.decompressResponses {
-                        try channel.pipeline.syncOperations.addHandler(
-                            NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio))
-                        )
-                    }
-                    try channel.pipeline.syncOperations.addHandler(linkHandler)
-                    return channel.eventLoop.makeSucceededFuture(NIOLoopBound(linkHandler, eventLoop: eventLoop))
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
-                }
-            }
-            opened = try await Self.open(transport, on: eventLoop, timeout: timeout, configure: configure)
-        } catch let error as HTTPLinkError {
-            throw error
-        } catch let error as TransportError {
-            throw HTTPLinkError(.transportFailed, error.message, underlying: error)
+            let opened = try await Self.race(
+                "opening \(transport)",
+                timeout: self.configuration.openTimeout,
+                cancelled: "the request was cancelled while the link was opening",
+                discard: { $0.stream.channel.close(promise: nil) },
+                { try await transport.open(on: self.eventLoop, building: configure) }
+            )
+            return (opened.stream, opened.output)
         } catch {
-            throw HTTPLinkError(.transportFailed, "could not open \(transport): \(error)", underlying: error)
+            throw Self.linkError(error, doing: "open \(transport)")
         }
-        return (opened.stream, opened.output)
     }
 
-    /// Opens `transport`, giving up after `timeout` or when the caller is cancelled — even if the
-    /// transport's `open` ignores cancellation (a blocking `open(2)` on a stuck tty, say): the
-    /// race is unstructured, and a stream that opens after the caller gave up is closed.
-    private static func open<Output: Sendable>(
-        _ transport: any ByteStreamTransport,
-        on eventLoop: any EventLoop,
+    /// Starts a new stream on `stream`, which the link gave up but which stayed open (a session
+    /// restarted in band, ``OpenedByteStream/renewal``): `old`'s handlers leave the pipeline and
+    /// fresh ones are built, within the open timeout. On failure the caller closes the stream.
+    func renew(_ stream: OpenedByteStream, replacing old: LinkPipeline) async throws -> LinkPipeline {
+        let configure = self.configure(discardingInput: false)
+        let channel = stream.channel
+        do {
+            try await self.eventLoop.flatSubmit {
+                let sync = channel.pipeline.syncOperations
+                let removals = old.handlers.value.compactMap { try? sync.context(handler: $0) }.map {
+                    sync.removeHandler(context: $0)
+                }
+                return EventLoopFuture.andAllSucceed(removals, on: channel.eventLoop)
+            }.get()
+            return try await Self.race(
+                "restarting the session on \(self.transport)",
+                timeout: self.configuration.openTimeout,
+                cancelled: "the request was cancelled while the link was restarting its session",
+                discard: { _ in channel.close(promise: nil) },
+                { try await stream.renew(building: configure) }
+            )
+        } catch {
+            throw Self.linkError(error, doing: "restart the session on \(self.transport)")
+        }
+    }
+
+    private static func linkError(_ error: any Error, doing what: String) -> HTTPLinkError {
+        switch error {
+        case let error as HTTPLinkError: return error
+        case let error as TransportError: return HTTPLinkError(.transportFailed, error.message, underlying: error)
+        default: return HTTPLinkError(.transportFailed, "could not \(what): \(error)", underlying: error)
+        }
+    }
+
+    /// Builds a link's pipeline on a channel (on its event loop, before it reads).
+    private func configure(discardingInput: Bool) -> @Sendable (any Channel) -> EventLoopFuture<LinkPipeline> {
+        let configuration = self.configuration
+        let eventLoop = self.eventLoop
+        let closesAbandonedStreams = self.transport.opensIndependentStreams
+        return { channel in
+            do {
+                try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+                try channel.syncOptions?.setOption(
+                    ChannelOptions.recvAllocator,
+                    value: AdaptiveRecvByteBufferAllocator(
+                        minimum: 1024,
+                        initial: 16 * 1024,
+                        maximum: HTTPLinkHandler.maximumReadSize
+                    )
+                )
+                let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
+                // The channel reads as soon as it is active, before `settle()` runs.
+                if discardingInput { guardHandler.mode = .discard }
+                let linkHandler = HTTPLinkHandler(
+                    configuration: configuration,
+                    guardHandler: guardHandler,
+                    eventLoop: eventLoop,
+                    closesAbandonedStreams: closesAbandonedStreams
+                )
+                var limits = NIOHTTPDecoderLimitConfiguration()
+                limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
+                limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
+                limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
+                let decoder = ByteToMessageHandler(
+                    HTTPResponseDecoder(
+                        leftOverBytesStrategy: .dropBytes,
+                        informationalResponseStrategy: .forward,
+                        limitConfiguration: limits
+                    )
+                )
+                var handlers: [any RemovableChannelHandler] = [guardHandler, HTTPRequestEncoder(), decoder]
+                if configuration.decompressResponses {
+                    handlers.append(NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio)))
+                }
+                handlers.append(linkHandler)
+                try channel.pipeline.syncOperations.addHandlers(handlers)
+                return channel.eventLoop.makeSucceededFuture(
+                    LinkPipeline(
+                        linkHandler: NIOLoopBound(linkHandler, eventLoop: eventLoop),
+                        handlers: NIOLoopBound(handlers, eventLoop: eventLoop)
+                    )
+                )
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+        }
+    }
+
+    /// Runs `operation` (an open or a renewal), giving up after `timeout` or when the caller is
+    /// cancelled — even if the operation ignores cancellation (a blocking `open(2)` on a stuck
+    /// tty, say): the race is unstructured, and a result that comes after the caller gave up is
+    /// discarded.
+    private static func race<Output: Sendable>(
+        _ what: String,
         timeout: Duration,
-        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Output>
-    ) async throws -> (stream: OpenedByteStream, output: Output) {
-        let outcome = OpenOutcome<(stream: OpenedByteStream, output: Output)>()
+        cancelled: String,
+        discard: @escaping @Sendable (Output) -> Void,
+        _ operation: @escaping @Sendable () async throws -> Output
+    ) async throws -> Output {
+        let outcome = OpenOutcome<Output>()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<(stream: OpenedByteStream, output: Output), any Error>) in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
                 outcome.install(continuation)
                 let opening = Task {
                     do {
-                        let opened = try await transport.open(on: eventLoop, building: configure)
-                        if !outcome.resume(with: .success(opened)) { opened.stream.channel.close(promise: nil) }
+                        let opened = try await operation()
+                        if !outcome.resume(with: .success(opened)) { discard(opened) }
                     } catch {
                         outcome.resume(with: .failure(error))
                     }
@@ -102,7 +145,7 @@ struct LinkOpener: Sendable {
                 let timer = Task {
                     try await Task.sleep(for: timeout)
                     if outcome.resume(
-                        with: .failure(HTTPLinkError(.openTimeout, "opening \(transport) took longer than \(timeout)"))
+                        with: .failure(HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)"))
                     ) {
                         opening.cancel()
                     }
@@ -110,11 +153,16 @@ struct LinkOpener: Sendable {
                 outcome.onFinish { timer.cancel() }
             }
         } onCancel: {
-            outcome.resume(
-                with: .failure(HTTPLinkError(.cancelled, "the request was cancelled while the link was opening"))
-            )
+            outcome.resume(with: .failure(HTTPLinkError(.cancelled, cancelled)))
         }
     }
+}
+
+/// What a link built in a stream's pipeline: its handlers, bottom up (removed when the stream
+/// is renewed), the last of which is the link handler.
+struct LinkPipeline: Sendable {
+    let linkHandler: NIOLoopBound<HTTPLinkHandler>
+    let handlers: NIOLoopBound<[any RemovableChannelHandler]>
 }
 
 /// The first of "opened", "failed", "timed out" and "cancelled" wins; the others are ignored.

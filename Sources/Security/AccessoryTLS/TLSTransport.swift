@@ -49,29 +49,83 @@ public struct TLSTransport: ByteStreamTransport {
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> (stream: OpenedByteStream, session: TLSSessionInfo) {
         let context = try TLSContext(configuration: self.configuration)
+        // The current connection's handler, for the next renewal to remove.
+        let current = NIOLoopBoundBox.makeEmptyBox(valueType: TLSHandler.self, eventLoop: eventLoop)
         let (opened, handshake) = try await self.inner.open(
             on: eventLoop,
-            building: { channel -> EventLoopFuture<EventLoopFuture<TLSSessionInfo>> in
-                let handshake: EventLoopFuture<TLSSessionInfo>
-                do {
-                    let connection = try TLSConnection(context: context)
-                    let promise = channel.eventLoop.makePromise(of: TLSSessionInfo.self)
-                    let handler = TLSHandler(
-                        connection: connection,
-                        configuration: context.configuration,
-                        handshakePromise: promise
-                    )
-                    try channel.pipeline.syncOperations.addHandler(handler)
-                    handshake = promise.futureResult
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
-                }
-                return configure(channel).map { handshake }
-            }
+            building: { channel in Self.addHandler(context, to: channel, current: current, then: configure) }
         )
-        let session: TLSSessionInfo
+        let session = try await Self.awaitHandshake(handshake, on: opened)
+        if let (identity, certificate) = session.firstUsePairing {
+            do {
+                try (self.configuration.trust.trustStore ?? .standard()).remember(
+                    identity: identity,
+                    pin: certificate.spkiPin,
+                    comment: "\(certificate.subject), first seen on \(self.inner)"
+                )
+            } catch {
+                opened.channel.close(promise: nil)
+                throw error
+            }
+        }
+        let renewal = Self.renewal(of: opened, context: context, current: current)
+        return (opened.replacingRenewal(renewal), session)
+    }
+
+    /// A stream the layer below renews in band (a session restart) gets a new TLS connection on
+    /// each renewal: the old one ended with the old stream.
+    private static func renewal(
+        of opened: OpenedByteStream,
+        context: TLSContext,
+        current: NIOLoopBoundBox<TLSHandler?>
+    ) -> StreamRenewal? {
+        guard opened.renewal != nil else { return nil }
+        return { (configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>) async throws -> Void in
+            let build: @Sendable (any Channel) -> EventLoopFuture<EventLoopFuture<TLSSessionInfo>> = { channel in
+                let sync = channel.pipeline.syncOperations
+                if let old = current.value, let oldContext = try? sync.context(handler: old) {
+                    sync.removeHandler(context: oldContext, promise: nil)
+                }
+                return Self.addHandler(context, to: channel, current: current, then: configure)
+            }
+            let handshake = try await opened.renew(building: build)
+            _ = try await Self.awaitHandshake(handshake, on: opened)
+        }
+    }
+
+    /// Adds a TLS client handler for a new connection below the layer `configure` installs.
+    private static func addHandler(
+        _ context: TLSContext,
+        to channel: any Channel,
+        current: NIOLoopBoundBox<TLSHandler?>,
+        then configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) -> EventLoopFuture<EventLoopFuture<TLSSessionInfo>> {
+        let handshake: EventLoopFuture<TLSSessionInfo>
         do {
-            session = try await withTaskCancellationHandler {
+            let connection = try TLSConnection(context: context)
+            let promise = channel.eventLoop.makePromise(of: TLSSessionInfo.self)
+            let handler = TLSHandler(
+                connection: connection,
+                configuration: context.configuration,
+                handshakePromise: promise
+            )
+            try channel.pipeline.syncOperations.addHandler(handler)
+            current.value = handler
+            handshake = promise.futureResult
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        return configure(channel).map { handshake }
+    }
+
+    /// Waits for the handshake; on failure the stream is closed and the error carries what the
+    /// transport knows.
+    private static func awaitHandshake(
+        _ handshake: EventLoopFuture<TLSSessionInfo>,
+        on opened: OpenedByteStream
+    ) async throws -> TLSSessionInfo {
+        do {
+            return try await withTaskCancellationHandler {
                 try await handshake.get()
             } onCancel: {
                 opened.channel.close(promise: nil)
@@ -86,19 +140,6 @@ public struct TLSTransport: ByteStreamTransport {
             opened.channel.close(promise: nil)
             throw error
         }
-        if let (identity, certificate) = session.firstUsePairing {
-            do {
-                try (self.configuration.trust.trustStore ?? .standard()).remember(
-                    identity: identity,
-                    pin: certificate.spkiPin,
-                    comment: "\(certificate.subject), first seen on \(self.inner)"
-                )
-            } catch {
-                opened.channel.close(promise: nil)
-                throw error
-            }
-        }
-        return (opened, session)
     }
 
     /// Connects once without trusting anything, to show the user the accessory's chain before

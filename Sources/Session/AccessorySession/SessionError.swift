@@ -32,3 +32,8 @@ public struct SessionError: AccessoryError {
         self.underlying = underlying
     }
 }
+
+/// A session error ends the stream the HTTP link runs on, never the transport: the link fails
+/// the exchange as `link-closed` (and retries it where docs/framing.md §5 says) and starts a new
+/// session.
+extension SessionError: StreamEndingError {}

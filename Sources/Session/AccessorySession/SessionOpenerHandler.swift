@@ -1,3 +1,4 @@
+import AccessoryTransport
 import NIOCore
 
 /// The opener's session, in a channel pipeline: the bottom handler of a host's link. It sends
@@ -8,6 +9,11 @@ import NIOCore
 /// Reading: it keeps one read outstanding below while it holds less than ``holdLimit`` bytes the
 /// layer above has not asked for, so PINGs, PONGs and CLOSE are seen on an idle link while a
 /// slow consumer still holds the device back.
+///
+/// Renewal in band: when the layer above gives the stream up with ``ByteStreamEndRequest``
+/// (or claims a failed session with it), the session ends with CLOSE and the channel stays
+/// open; ``renew(context:)`` later starts the next session on it with a fresh nonce, so a
+/// restart never reopens the transport (no new child process, no tty reset).
 final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -17,7 +23,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     static let holdLimit = 64 * 1024
 
     private let configuration: SessionTransport.Configuration
-    private let handshakePromise: EventLoopPromise<SessionInfo>
+    private var handshakePromise: EventLoopPromise<SessionInfo>
     private var machine: SessionOpenerMachine?
     private var context: ChannelHandlerContext?
     /// Payload bytes not yet handed up, gathered into one buffer: a read from below that brings
@@ -31,6 +37,8 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var pingTimer: RepeatedTask?
     private var established = false
     private var ended = false
+    /// The layer above gave the stream up and will renew it: a failure does not close the channel.
+    private var parked = false
 
     init(configuration: SessionTransport.Configuration, handshakePromise: EventLoopPromise<SessionInfo>) {
         self.configuration = configuration
@@ -67,6 +75,33 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.ended = true
         self.failPendingWrites()
         context.fireChannelInactive()
+    }
+
+    /// Starts the next session on the same channel (the previous one was given up with
+    /// ``ByteStreamEndRequest``, or failed): a fresh nonce, everything of the old one dropped.
+    /// The returned future completes when the device answered HELLO.
+    func renew(context: ChannelHandlerContext) -> EventLoopFuture<SessionInfo> {
+        guard context.channel.isActive else {
+            return context.eventLoop.makeFailedFuture(
+                SessionError(.closedByDevice, "the stream closed before the session could be restarted")
+            )
+        }
+        if !self.ended, var machine = self.machine {
+            let actions = machine.close()
+            self.machine = machine
+            self.run(actions, context: context)
+        }
+        self.stopTimers()
+        self.failPendingWrites()
+        self.handshakePromise = context.eventLoop.makePromise(of: SessionInfo.self)
+        self.machine = nil
+        self.held = ByteBuffer()
+        self.upstreamWantsRead = false
+        self.established = false
+        self.ended = false
+        self.parked = false
+        self.start(context: context)
+        return self.handshakePromise.futureResult
     }
 
     private func start(context: ChannelHandlerContext) {
@@ -188,6 +223,26 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.run(actions, context: context, writePromise: promise)
     }
 
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is ByteStreamEndRequest else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        // Tell the device at once, so it stops sending what nobody will read; keep the channel.
+        if self.established, !self.ended, var machine = self.machine {
+            let actions = machine.close()
+            self.machine = machine
+            self.run(actions, context: context)
+            context.flush()
+        }
+        self.ended = true
+        self.parked = true
+        self.stopTimers()
+        self.failPendingWrites()
+        self.held = ByteBuffer()
+        promise?.succeed(())
+    }
+
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         if mode == .all, self.established, !self.ended, var machine = self.machine {
             // Tell the device at once, so it stops sending what nobody will read.
@@ -270,7 +325,10 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.stopTimers()
         self.failPendingWrites()
         if self.established {
+            // A layer above that renews streams claims this one while it handles the error
+            // (``ByteStreamEndRequest``); then the channel stays open for the next session.
             context.fireErrorCaught(error)
+            if self.parked { return }
         } else {
             self.handshakePromise.fail(error)
         }

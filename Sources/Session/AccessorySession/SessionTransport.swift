@@ -20,8 +20,10 @@ public struct SessionInfo: Sendable, Hashable {
 /// ```
 ///
 /// Every stream it opens is a new session, so an abandoned response is never drained: the link
-/// closes the stream (CLOSE tells the device to stop at once) and the next request's HELLO
-/// makes the device drop whatever it was still sending.
+/// gives the stream up (CLOSE tells the device to stop at once) and the next request's HELLO
+/// makes the device drop whatever it was still sending. The new session starts on the same
+/// open transport (``OpenedByteStream/renewal``): a restart after an abandoned response, an
+/// integrity error or a timeout never reopens the device.
 public struct SessionTransport: ByteStreamTransport {
     /// The opener's settings.
     public struct Configuration: Sendable {
@@ -74,28 +76,53 @@ public struct SessionTransport: ByteStreamTransport {
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> (stream: OpenedByteStream, session: SessionInfo) {
         let configuration = self.configuration
-        let (opened, handshake) = try await self.inner.open(
+        let (opened, built) = try await self.inner.open(
             on: eventLoop,
-            building: { channel -> EventLoopFuture<EventLoopFuture<SessionInfo>> in
+            building: {
+                channel -> EventLoopFuture<(EventLoopFuture<SessionInfo>, NIOLoopBound<SessionOpenerHandler>)> in
                 let promise = channel.eventLoop.makePromise(of: SessionInfo.self)
+                let handler = SessionOpenerHandler(configuration: configuration, handshakePromise: promise)
                 do {
-                    try channel.pipeline.syncOperations.addHandler(
-                        SessionOpenerHandler(configuration: configuration, handshakePromise: promise)
-                    )
+                    try channel.pipeline.syncOperations.addHandler(handler)
                 } catch {
                     promise.fail(error)
                     return channel.eventLoop.makeFailedFuture(error)
                 }
-                return configure(channel).map { promise.futureResult }
+                let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+                return configure(channel).map { (promise.futureResult, bound) }
             }
         )
+        let session = try await Self.awaitHandshake(built.0, on: opened)
+        let handler = built.1
+        let stream = opened.replacingRenewal { configure in
+            let channel = opened.channel
+            let handshake = try await channel.eventLoop.flatSubmit {
+                () -> EventLoopFuture<EventLoopFuture<SessionInfo>> in
+                guard let context = try? channel.pipeline.syncOperations.context(handler: handler.value) else {
+                    return channel.eventLoop.makeFailedFuture(
+                        SessionError(.closedByDevice, "the stream closed before the session could be restarted")
+                    )
+                }
+                let renewed = handler.value.renew(context: context)
+                return configure(channel).map { renewed }
+            }.get()
+            _ = try await Self.awaitHandshake(handshake, on: opened)
+        }
+        return (stream, session)
+    }
+
+    /// Waits for the device's HELLO_ACK; on failure the stream is closed and the error carries
+    /// what the transport knows (a child's stderr…).
+    private static func awaitHandshake(
+        _ handshake: EventLoopFuture<SessionInfo>,
+        on opened: OpenedByteStream
+    ) async throws -> SessionInfo {
         do {
-            let session = try await withTaskCancellationHandler {
+            return try await withTaskCancellationHandler {
                 try await handshake.get()
             } onCancel: {
                 opened.channel.close(promise: nil)
             }
-            return (opened, session)
         } catch let error as SessionError {
             opened.channel.close(promise: nil)
             if let diagnostics = await opened.diagnostics() {

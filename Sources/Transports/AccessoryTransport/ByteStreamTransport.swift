@@ -61,10 +61,10 @@ extension ByteStreamTransport {
     }
 }
 
-/// Carries what a `configure` closure built out to ``ByteStreamTransport/open(on:building:)``:
-/// the one place this is needed, since ``ByteStreamTransport/open(on:configure:)`` itself is
+/// Carries what a `configure` closure built out to ``ByteStreamTransport/open(on:building:)``
+/// (and ``OpenedByteStream/renew(building:)``), since ``ByteStreamTransport/open(on:configure:)`` itself is
 /// not generic (a generic requirement would make every transport carry the type through).
-private final class BuiltOutput<Output: Sendable>: Sendable {
+final class BuiltOutput<Output: Sendable>: Sendable {
     private let value = Mutex<Output?>(nil)
 
     func store(_ output: Output) { self.value.withLock { $0 = output } }
@@ -83,20 +83,38 @@ public struct OpenedByteStream: Sendable {
     public let channel: any Channel
     private let diagnosticsProvider: @Sendable () async -> String?
     private let releasedProvider: (@Sendable () async -> Void)?
+    /// Starts a new stream on the same open transport (see ``renew(configure:)``); `nil` when
+    /// the transport cannot.
+    public let renewal: StreamRenewal?
 
     /// - Parameters:
     ///   - diagnostics: what the transport can add to an error message after a failure.
     ///   - released: waits until everything the stream held is given back after the channel
     ///     closed (a child reaped, a tty's settings restored and its lock released). `nil`:
     ///     closing the channel releases everything.
+    ///   - renewal: starts a new, clean stream on the same channel (a session layer's restart
+    ///     in band); `nil` when the only way to a clean stream is to close and open again.
     public init(
         channel: any Channel,
         diagnostics: @escaping @Sendable () async -> String? = { nil },
-        released: (@Sendable () async -> Void)? = nil
+        released: (@Sendable () async -> Void)? = nil,
+        renewal: StreamRenewal? = nil
     ) {
         self.channel = channel
         self.diagnosticsProvider = diagnostics
         self.releasedProvider = released
+        self.renewal = renewal
+    }
+
+    /// The same stream with its renewal replaced: for a layer that wraps the stream (TLS) and
+    /// must take part in every renewal.
+    public func replacingRenewal(_ renewal: StreamRenewal?) -> OpenedByteStream {
+        OpenedByteStream(
+            channel: self.channel,
+            diagnostics: self.diagnosticsProvider,
+            released: self.releasedProvider,
+            renewal: renewal
+        )
     }
 
     /// Waits until the channel has closed and the transport has released what it held, so a
