@@ -3,6 +3,7 @@ import AccessoryFunctionFS
 import AccessoryResponder
 import ArgumentParser
 import Dispatch
+import Logging
 import NIOPosix
 
 #if canImport(Glibc)
@@ -33,6 +34,13 @@ struct ServeGadget: AsyncParsableCommand {
 
     func run() async throws {
         let (directory, verbose) = (self.directory, self.globals.verbose)
+        // The transport logs each link's life (enable, disable, unbind, bytes, why it ended): at
+        // info level with -v, else warnings and errors only, on standard error.
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = verbose ? .info : .warning
+            return handler
+        }
         try await runReportingErrors {
             let transport = FunctionFSTransport(directory: directory)
             let emulator = EmulatedAccessory().handler

@@ -49,12 +49,39 @@ public final class FunctionFSTransport: ByteStreamTransport {
     final class Link: Sendable {
         let descriptor: CInt
         let generation: Int
+        /// Bytes carried host → device and device → host, for the log.
+        let bytesIn = Atomic<Int>(0)
+        let bytesOut = Atomic<Int>(0)
+        private let ended = Atomic<Bool>(false)
+        /// The responder's channel on the other end of the socketpair.
+        private let channel = Mutex<(any Channel)?>(nil)
         init(descriptor: CInt, generation: Int) {
             self.descriptor = descriptor
             self.generation = generation
         }
         deinit { _ = close(self.descriptor) }
-        func end() { _ = shutdown(self.descriptor, CInt(SHUT_RDWR)) }
+
+        func attach(_ channel: any Channel) {
+            let endedAlready = self.channel.withLock { slot in
+                slot = channel
+                return self.ended.load(ordering: .acquiring)
+            }
+            if endedAlready { channel.close(promise: nil) }
+        }
+
+        /// Shuts the link's socket down and closes the responder's channel; returns whether this
+        /// call did (the first one).
+        ///
+        /// The channel is closed, not left to notice the shutdown: a responder blocked on a full
+        /// socket (its peer stopped reading) is not woken by the peer's shutdown (measured in
+        /// the USB VM: after an unbind mid-download, serve-gadget never saw the link end).
+        @discardableResult
+        func end() -> Bool {
+            _ = shutdown(self.descriptor, CInt(SHUT_RDWR))
+            let first = !self.ended.exchange(true, ordering: .acquiringAndReleasing)
+            self.channel.withLock { $0 }?.close(promise: nil)
+            return first
+        }
     }
 
     private struct State {
@@ -105,11 +132,12 @@ public final class FunctionFSTransport: ByteStreamTransport {
                     state.link = link
                     return link
                 }
-                if link == nil {
+                if let link {
+                    local = mine
+                    self.logger.info("link opened", metadata: ["generation": "\(link.generation)"])
+                } else {
                     _ = close(mine)
                     _ = close(theirs)
-                } else {
-                    local = mine
                 }
             } else {
                 try await Task.sleep(for: .milliseconds(10))
@@ -121,13 +149,14 @@ public final class FunctionFSTransport: ByteStreamTransport {
                 .channelInitializer(configure)
                 .takingOwnershipOfDescriptor(inputOutput: local)
                 .get()
+            link?.attach(channel)
             let transport = self
             return OpenedByteStream(channel: channel) {
                 transport.state.withLock { "last FunctionFS event: \($0.lastEvent)" }
             }
         } catch {
             _ = close(local)
-            if let link { self.end(link) }
+            if let link { self.end(link, because: "it could not be attached to the event loop") }
             throw TransportError(.openFailed, "could not attach \(self) to the event loop: \(error)")
         }
     }
@@ -201,16 +230,27 @@ public final class FunctionFSTransport: ByteStreamTransport {
 
     // MARK: Threads
 
-    private func end(_ link: Link) {
-        link.end()
+    private func end(_ link: Link, because reason: String) {
+        if link.end() { self.logEnd(link, reason) }
         self.state.withLock { state in
             if state.link === link { state.link = nil }
         }
     }
 
-    private func endCurrentLink(_ state: inout State) {
-        state.link?.end()
+    private func endCurrentLink(_ state: inout State, because reason: String) {
+        if let link = state.link, link.end() { self.logEnd(link, reason) }
         state.link = nil
+    }
+
+    private func logEnd(_ link: Link, _ reason: String) {
+        self.logger.info(
+            "link ended: \(reason)",
+            metadata: [
+                "generation": "\(link.generation)",
+                "bytes-in": "\(link.bytesIn.load(ordering: .relaxed))",
+                "bytes-out": "\(link.bytesOut.load(ordering: .relaxed))",
+            ]
+        )
     }
 
     /// `ep0` events: enable starts a new generation (and ends the link), disable and unbind end it.
@@ -227,19 +267,26 @@ public final class FunctionFSTransport: ByteStreamTransport {
                 switch event.kind {
                 case .enable:
                     let packet = self.currentMaxPacketSize()
-                    self.state.withLock { state in
+                    let generation = self.state.withLock { state in
                         state.enabled = true
                         state.generation += 1
                         state.maxPacketSize = packet
                         state.lastEvent = "enable"
-                        self.endCurrentLink(&state)
+                        self.endCurrentLink(&state, because: "the host enabled the function again")
+                        return state.generation
                     }
+                    self.logger.info(
+                        "enabled by the host",
+                        metadata: ["generation": "\(generation)", "max-packet": "\(packet)"]
+                    )
                 case .disable, .unbind:
+                    let name = event.kind == .disable ? "disable" : "unbind"
                     self.state.withLock { state in
                         state.enabled = false
-                        state.lastEvent = event.kind == .disable ? "disable" : "unbind"
-                        self.endCurrentLink(&state)
+                        state.lastEvent = name
+                        self.endCurrentLink(&state, because: "the host sent \(name)")
                     }
+                    self.logger.info("\(name) from the host")
                 case .setup:
                     // No control requests are defined for this function: stall them.
                     var none: UInt8 = 0
@@ -249,7 +296,9 @@ public final class FunctionFSTransport: ByteStreamTransport {
                         _ = write(control, &none, 0)
                     }
                 case .bind, .suspend, .resume, .none:
-                    self.state.withLock { $0.lastEvent = event.kind.map { "\($0)" } ?? "unknown" }
+                    let name = event.kind.map { "\($0)" } ?? "unknown"
+                    self.state.withLock { $0.lastEvent = name }
+                    self.logger.info("\(name) from the host")
                 }
             }
         }
@@ -299,6 +348,7 @@ public final class FunctionFSTransport: ByteStreamTransport {
                 if sent <= 0 { break }
                 offset += sent
             }
+            link.bytesIn.add(offset, ordering: .relaxed)
         }
     }
 
@@ -315,22 +365,23 @@ public final class FunctionFSTransport: ByteStreamTransport {
             let count = read(link.descriptor, buffer, size)
             if count < 0 && errno == EINTR { continue }
             if count <= 0 {
-                self.end(link)  // the responder closed the link
+                self.end(link, because: "the responder closed it")
                 continue
             }
             var offset = 0
-            var failed = false
+            var failure: CInt?
             while offset < count {
                 let written = write(input, buffer + offset, count - offset)
                 if written < 0 && errno == EINTR { continue }
                 if written < 0 {
-                    failed = true
+                    failure = errno
                     break
                 }
                 offset += written
             }
-            if failed {
-                self.end(link)  // disabled or unbound mid-write: this link is over
+            link.bytesOut.add(offset, ordering: .relaxed)
+            if let failure {
+                self.end(link, because: "writing to the host failed (\(String(cString: strerror(failure))))")
                 continue
             }
             let packet = self.state.withLock { $0.maxPacketSize }
