@@ -96,6 +96,29 @@ struct ServeTests {
         #expect(upload.json?["length"] as? Int == 11, "\(upload)")
     }
 
+    /// `serve --max-request-body`: an upload over the limit gets 413 (exit 22 with --fail), one
+    /// within it is served; nonsense limits are refused as usage errors.
+    @Test func serveLimitsTheRequestBody() async throws {
+        let binary = try CLIBinary.url().path
+        let device = "exec:'\(binary)' serve --device stdio --max-request-body 11 --idle-timeout 5"
+        let fits = try await runCLI(
+            ["--device", device, "post", "/upload", "-d", "over a pipe"],
+            scratch: scratch,
+            timeout: 15
+        )
+        #expect(fits.status == 0 && fits.json?["length"] as? Int == 11, "\(fits)")
+        let over = try await runCLI(
+            ["--device", device, "post", "--fail", "/upload", "-d", "over a pipe!"],
+            scratch: scratch,
+            timeout: 15
+        )
+        #expect(over.status == 22 && over.stderr.contains("413"), "\(over)")
+        for bad in [["--max-request-body", "-1"], ["--idle-timeout", "0"]] {
+            let refused = try await runCLI(["serve", "--device", "stdio"] + bad, scratch: scratch)
+            #expect(refused.status == 64, "\(bad): \(refused)")
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func serveOnASerialLineThroughSocatPtys() async throws {
         guard let socat = which("socat") else {

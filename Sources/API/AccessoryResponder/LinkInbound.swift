@@ -37,6 +37,8 @@ final class LinkInbound: Sendable {
         /// The final response head is being written or was written.
         var responseStarted = false
         var failure: ResponderError? = nil
+        /// Body bytes of the current exchange read so far.
+        var bodyBytes = 0
     }
 
     /// What the body had done when the response was about to start.
@@ -48,8 +50,13 @@ final class LinkInbound: Sendable {
         case inUse
     }
 
-    init(link: ResponderLink) {
+    /// The largest request body read before the exchange fails with `bodyTooLarge`
+    /// (``ResponderConfiguration/maxRequestBodySize``); `nil`: no limit.
+    private let maxBodySize: Int?
+
+    init(link: ResponderLink, maxBodySize: Int? = nil) {
         self.link = link
+        self.maxBodySize = maxBodySize
     }
 
     // MARK: Link loop side
@@ -71,6 +78,7 @@ final class LinkInbound: Sendable {
             state.continuePending = expectsContinue
             state.responseStarted = false
             state.failure = nil
+            state.bodyBytes = 0
             return state.generation
         }
     }
@@ -163,7 +171,14 @@ final class LinkInbound: Sendable {
         }
         switch part {
         case .body(let buffer):
-            self.state.withLock { $0.phase = .available }
+            let total = self.state.withLock { state in
+                state.phase = .available
+                state.bodyBytes += buffer.readableBytes
+                return state.bodyBytes
+            }
+            if let limit = self.maxBodySize, total > limit {
+                throw self.fail(Self.bodyTooLarge(limit))
+            }
             return buffer
         case .end:
             self.state.withLock { $0.phase = .finished }
@@ -192,6 +207,13 @@ final class LinkInbound: Sendable {
         case .reading: return .inUse
         case .failed: return .failed
         }
+    }
+
+    static func bodyTooLarge(_ limit: Int) -> ResponderError {
+        ResponderError(
+            .bodyTooLarge,
+            "the request body is larger than this accessory accepts (\(limit) bytes, ResponderConfiguration.maxRequestBodySize)"
+        )
     }
 
     /// Maps what the inbound stream throws to the responder's error type.

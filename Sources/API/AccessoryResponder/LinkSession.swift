@@ -33,7 +33,7 @@ struct LinkSession: Sendable {
     }
 
     private func serve() async {
-        let link = LinkInbound(link: self.channel)
+        let link = LinkInbound(link: self.channel, maxBodySize: self.configuration.maxRequestBodySize)
         let emitter = ResponseEmitter(link: self.channel, serverName: self.configuration.serverName)
         await self.serveRequests(link: link, emitter: emitter)
         await self.channel.close()
@@ -68,6 +68,12 @@ struct LinkSession: Sendable {
     private func serveExchange(head: HTTPRequest, link: LinkInbound, emitter: ResponseEmitter) async -> Bool {
         let framing = RequestFraming(head, http2: self.http2)
         let generation = link.beginExchange(expectsContinue: framing.expectsContinue)
+        // A declared length over the limit is refused before the handler runs (and before a
+        // 100 Continue): the body is never read, so the link closes after the answer.
+        if let limit = self.configuration.maxRequestBodySize, let length = framing.contentLength, length > limit {
+            await self.refuse(LinkInbound.bodyTooLarge(limit), emitter: emitter)
+            return false
+        }
         let request = ResponderRequest(
             head: head,
             body: RequestBody(
@@ -83,6 +89,7 @@ struct LinkSession: Sendable {
         } catch {
             if let failure = link.failure(generation: generation),
                 failure.code == .malformedRequest || failure.code == .headersTooLarge
+                    || failure.code == .bodyTooLarge
             {
                 await self.refuse(failure, emitter: emitter)
                 return false
@@ -141,7 +148,12 @@ struct LinkSession: Sendable {
 
     /// Answers a request that cannot be parsed, then the link closes.
     private func refuse(_ error: ResponderError, emitter: ResponseEmitter) async {
-        let status: HTTPResponse.Status = error.code == .headersTooLarge ? .requestHeaderFieldsTooLarge : .badRequest
+        let status: HTTPResponse.Status
+        switch error.code {
+        case .headersTooLarge: status = .requestHeaderFieldsTooLarge
+        case .bodyTooLarge: status = .contentTooLarge
+        default: status = .badRequest
+        }
         var fields = HTTPFields()
         fields[.contentType] = "text/plain; charset=utf-8"
         let body = ByteBuffer(string: "\(status.code) \(status.reasonPhrase): \(error.message)\n")

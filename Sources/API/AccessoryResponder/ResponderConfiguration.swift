@@ -15,6 +15,14 @@ public struct ResponderConfiguration: Sendable {
     /// More fields are answered with `431 Request Header Fields Too Large` and the link is closed.
     public var maxHeaderCount: Int = 128
 
+    /// The largest request body accepted, in bytes; `nil` (the default) accepts any size.
+    ///
+    /// A request whose `Content-Length` is larger is answered with `413 Content Too Large`
+    /// before the handler runs; a body without a declared length that grows past it fails the
+    /// handler's read with ``ResponderError/Code/bodyTooLarge`` and is answered with 413. Either
+    /// way the link is closed after the answer (the rest of the body is never read).
+    public var maxRequestBodySize: Int? = nil
+
     /// How long a link may stay idle between requests before the responder closes it.
     ///
     /// `nil` keeps idle links open for ever. The timer only runs while the responder waits for
@@ -35,7 +43,6 @@ public struct ResponderConfiguration: Sendable {
     /// (`withTaskExecutorPreference(globalConcurrentExecutor) { … }`).
     public var runsHandlersOnEventLoop = true
 
-    /// Creates the default configuration.
     /// Whether links served on a byte stream (a tty, stdio, a socketpair, a USB gadget, a unix
     /// socket without TLS) also speak the session layer (docs/framing.md §6): plain HTTP/1.1
     /// until a valid HELLO arrives, then sessions. Hosts that never send HELLO see no
@@ -45,5 +52,6 @@ public struct ResponderConfiguration: Sendable {
     /// Receives one line per session frame sent (`>`) or received (`<`), for `serve -v`.
     public var sessionTracer: (@Sendable (String) -> Void)? = nil
 
+    /// Creates the default configuration.
     public init() {}
 }

@@ -13,7 +13,8 @@ public struct ResponderError: AccessoryError, Hashable {
         /// The request head exceeded ``ResponderConfiguration/maxHeaderBlockSize`` or
         /// ``ResponderConfiguration/maxHeaderCount``.
         public static let headersTooLarge = Code(rawValue: "headers-too-large")
-        /// ``RequestBody/collect(upTo:)`` met a body larger than its limit.
+        /// ``RequestBody/collect(upTo:)`` met a body larger than its limit, or the body passed
+        /// ``ResponderConfiguration/maxRequestBodySize`` (answered with 413).
         public static let bodyTooLarge = Code(rawValue: "body-too-large")
         /// The request body was read after its exchange ended, or from two tasks at once.
         public static let bodyUnavailable = Code(rawValue: "body-unavailable")

@@ -200,6 +200,7 @@ struct Serve: AsyncParsableCommand {
             """
     )
     @OptionGroup var globals: GlobalOptions
+    @OptionGroup var limits: ResponderOptions
 
     @Option(
         name: .long,
@@ -228,9 +229,10 @@ struct Serve: AsyncParsableCommand {
         let globals = self.globals
         let socketMode = self.socketMode
         let socketGroup = self.socketGroup
+        let configuration = self.limits.makeConfiguration()
         try await runReportingErrors {
             let (spec, _) = try globals.resolveDevice()
-            let responder = EmulatedAccessory().makeResponder()
+            let responder = EmulatedAccessory().makeResponder(configuration: configuration)
             let group = MultiThreadedEventLoopGroup.singleton
             let tls = try globals.tls.serverConfiguration()
             switch spec.kind {

@@ -29,11 +29,13 @@ struct ServeGadget: AsyncParsableCommand {
             """
     )
     @OptionGroup var globals: GlobalOptions
+    @OptionGroup var limits: ResponderOptions
     @Argument(help: ArgumentHelp("The functionfs mount point.", valueName: "dir")) var directory: String =
         "/dev/ffs-accessory"
 
     func run() async throws {
         let (directory, verbose) = (self.directory, self.globals.verbose)
+        let configuration = self.limits.makeConfiguration()
         // The transport logs each link's life (enable, disable, unbind, bytes, why it ended): at
         // info level with -v, else warnings and errors only, on standard error.
         LoggingSystem.bootstrap { label in
@@ -46,12 +48,15 @@ struct ServeGadget: AsyncParsableCommand {
             let emulator = EmulatedAccessory().handler
             // With -v, each request served is logged: the USB VM test reads it to see which
             // interface (which gadget function) carried a request.
-            let responder = HTTPResponder(handler: { request in
-                if verbose {
-                    StandardError.write("* request \(request.head.method.rawValue) \(request.head.path ?? "")\n")
+            let responder = HTTPResponder(
+                configuration: configuration,
+                handler: { request in
+                    if verbose {
+                        StandardError.write("* request \(request.head.method.rawValue) \(request.head.path ?? "")\n")
+                    }
+                    return try await emulator(request)
                 }
-                return try await emulator(request)
-            })
+            )
             let loop = MultiThreadedEventLoopGroup.singleton.next()
             if verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
             signal(SIGUSR1, SIG_IGN)
@@ -63,7 +68,11 @@ struct ServeGadget: AsyncParsableCommand {
             stall.resume()
             defer { stall.cancel() }
             while !Task.isCancelled {
-                try await responder.serve(transport: transport, on: loop)
+                do {
+                    try await responder.serve(transport: transport, on: loop)
+                } catch  where Task.isCancelled {
+                    break  // SIGTERM or SIGINT while waiting for a host: a clean stop, not an error
+                }
                 if verbose { StandardError.write("* link ended; waiting for the next host session\n") }
             }
         }
