@@ -73,9 +73,10 @@ public final class FunctionFSTransport: ByteStreamTransport {
         /// Shuts the link's socket down and closes the responder's channel; returns whether this
         /// call did (the first one).
         ///
-        /// The channel is closed, not left to notice the shutdown: a responder blocked on a full
-        /// socket (its peer stopped reading) is not woken by the peer's shutdown (measured in
-        /// the USB VM: after an unbind mid-download, serve-gadget never saw the link end).
+        /// The channel is closed, not left to notice the shutdown: in the USB VM, after an unbind
+        /// mid-download, serve-gadget's responder never saw the link end with the shutdown alone
+        /// (3 of 3 tries, deaf until restarted). Why is not pinned down: the same shutdown on a
+        /// plain socketpair under `serve --device stdio` does end the link.
         @discardableResult
         func end() -> Bool {
             _ = shutdown(self.descriptor, CInt(SHUT_RDWR))
