@@ -272,8 +272,17 @@ let package = Package(
         ),
 
         // MARK: Tests
-        // What several test targets share (time bounds that know about sanitized builds).
-        .target(name: "AccessoryTestSupport", path: "Tests/Support"),
+        // What several test targets share (time bounds that know about sanitized builds, a
+        // shared line, an abandoned download).
+        .target(
+            name: "AccessoryTestSupport",
+            dependencies: [
+                "AccessoryClient", "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Tests/Support"
+        ),
         .testTarget(
             name: "AccessoryTransportTests",
             dependencies: [

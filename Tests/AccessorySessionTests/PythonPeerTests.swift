@@ -1,5 +1,6 @@
 import AccessoryClient
 import AccessorySession
+import AccessoryTestSupport
 import AccessoryTransport
 import Foundation
 import NIOCore
@@ -44,7 +45,7 @@ extension SessionIOSuites {
                 self.process.waitUntilExit()
             }
 
-            var transport: SharedLine.LineTransport { SharedLine.LineTransport(descriptor: self.hostEnd) }
+            var transport: SharedLineEnd { SharedLineEnd(descriptor: self.hostEnd) }
         }
 
         @Test func startRequestsAndBodies() async throws {
@@ -62,7 +63,8 @@ extension SessionIOSuites {
             await client.shutdown()
         }
 
-        /// A download abandoned mid-body, 16 times: each next session starts at once and is clean.
+        /// A download abandoned mid-body, 16 times: each next session starts at once and is clean,
+        /// in band: the independent peer takes each new HELLO on the stream it already has.
         @Test func restartAfterAbandonedDownloads() async throws {
             let line = try PeerLine()
             let client = AccessoryClient(transport: SessionTransport(wrapping: line.transport))
@@ -75,6 +77,8 @@ extension SessionIOSuites {
                 #expect(head.status == .ok && String(buffer: body).contains("session-peer"), "attempt \(attempt)")
                 #expect(ContinuousClock.now - started < .seconds(1), "attempt \(attempt)")
             }
+            #expect(client.link.openCount == 1)
+            #expect(client.link.renewalCount == 16)
             await client.shutdown()
         }
 

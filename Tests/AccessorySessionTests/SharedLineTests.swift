@@ -3,6 +3,7 @@ import AccessoryCrypto
 import AccessoryEmulator
 import AccessoryResponder
 import AccessorySession
+import AccessoryTestSupport
 import AccessoryTransport
 import Foundation
 import NIOCore
@@ -37,28 +38,7 @@ final class SharedLine: Sendable {
         close(self.hostEnd)
     }
 
-    var transport: LineTransport { LineTransport(descriptor: self.hostEnd) }
-
-    struct LineTransport: ByteStreamTransport {
-        let descriptor: CInt
-        var description: String { "shared-socketpair" }
-        var reopenMayCarryStaleBytes: Bool { true }
-        var opensIndependentStreams: Bool { false }
-
-        func open(
-            on eventLoop: any EventLoop,
-            configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
-        ) async throws -> OpenedByteStream {
-            let copy = dup(self.descriptor)
-            guard copy >= 0 else { throw TransportError(.openFailed, "dup: \(String(cString: strerror(errno)))") }
-            let channel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelOption(.allowRemoteHalfClosure, value: true)
-                .channelInitializer(configure)
-                .takingOwnershipOfDescriptor(inputOutput: copy)
-                .get()
-            return OpenedByteStream(channel: channel)
-        }
-    }
+    var transport: SharedLineEnd { SharedLineEnd(descriptor: self.hostEnd) }
 }
 
 /// The session layer over a shared line, through the client API: abandoned answers never put
@@ -77,14 +57,7 @@ extension SessionIOSuites {
             let line = try SharedLine()
             let client = self.client(line)
             for attempt in 1...16 {
-                let received = try await client.execute(try AccessoryRequest(url: "/bytes/1000000000")) { response in
-                    var count = 0
-                    for try await chunk in response.body {
-                        count += chunk.readableBytes
-                        if count >= 1 << 20 { break }
-                    }
-                    return count
-                }
+                let received = try await client.abandonLargeDownload()
                 #expect(received >= 1 << 20, "attempt \(attempt)")
                 let started = ContinuousClock.now
                 let (head, body) = try await client.get("/status")
