@@ -25,7 +25,8 @@ struct ServeGadget: AsyncParsableCommand {
               sudo scripts/usb-gadget setup --user accessory-http   # or --create-user
               sudo -u accessory-http accessory-http serve-gadget /dev/ffs-accessory &
               sudo scripts/usb-gadget bind
-            SIGUSR1 stalls the bulk IN endpoint (fault injection for tests of the host's stall recovery).
+            SIGUSR1 stalls the bulk IN endpoint; SIGUSR2 stalls the bulk OUT endpoint when the next
+            host enables the function (fault injection for tests of the host's stall recovery).
             """
     )
     @OptionGroup var globals: GlobalOptions
@@ -67,6 +68,14 @@ struct ServeGadget: AsyncParsableCommand {
             }
             stall.resume()
             defer { stall.cancel() }
+            signal(SIGUSR2, SIG_IGN)
+            let outputStall = DispatchSource.makeSignalSource(signal: SIGUSR2, queue: .global())
+            outputStall.setEventHandler {
+                transport.haltOutputEndpointAfterNextEnable()
+                StandardError.write("* SIGUSR2: bulk OUT endpoint will halt when the next host enables the function\n")
+            }
+            outputStall.resume()
+            defer { outputStall.cancel() }
             while !Task.isCancelled {
                 do {
                     try await responder.serve(transport: transport, on: loop)

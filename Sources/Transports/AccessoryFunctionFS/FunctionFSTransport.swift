@@ -86,7 +86,7 @@ public final class FunctionFSTransport: ByteStreamTransport {
         }
     }
 
-    private struct State {
+    struct State {
         var started = false
         var startError: String?
         var control: CInt = -1
@@ -97,13 +97,15 @@ public final class FunctionFSTransport: ByteStreamTransport {
         var link: Link?
         var maxPacketSize = 512
         var lastEvent = "none yet"
+        /// ``haltOutputEndpointAfterNextEnable()`` was called while this generation was current.
+        var outputHaltArmedAt: Int?
     }
 
     /// Where `functionfs` is mounted for this function, e.g. `/dev/ffs-accessory`.
     public let directory: String
     public let configuration: Configuration
-    private let state = Mutex(State())
-    private let logger = Logger(label: "accessory-http.functionfs")
+    let state = Mutex(State())
+    let logger = Logger(label: "accessory-http.functionfs")
 
     public init(directory: String, configuration: Configuration = .init()) {
         self.directory = directory
@@ -178,6 +180,19 @@ public final class FunctionFSTransport: ByteStreamTransport {
         return result < 0 && errno == EBADMSG
     }
 
+    /// Stalls the bulk OUT endpoint as soon as the host next enables the function, before a
+    /// byte of the new link is read, for fault-injection tests: the host's first write on its
+    /// fresh link then fails with a stall (`LIBUSB_ERROR_PIPE`) until it clears the halt, which
+    /// the USB host transport does and then sends the same bytes again (nothing was sent).
+    ///
+    /// Armed rather than done at once: `ep2` always has a read queued while a link is idle,
+    /// which FunctionFS completes rather than halts, and the host's open (it selects the
+    /// interface's alternate setting) re-enables the endpoints, which clears any halt queued
+    /// before it. The halt is logged at info level when it happens.
+    public func haltOutputEndpointAfterNextEnable() {
+        self.state.withLock { $0.outputHaltArmedAt = $0.generation }
+    }
+
     // MARK: Set-up
 
     private func startIfNeeded() throws(TransportError) {
@@ -227,176 +242,6 @@ public final class FunctionFSTransport: ByteStreamTransport {
         } catch {
             self.state.withLock { $0.startError = "could not start the FunctionFS threads: errno \(error.rawValue)" }
             throw TransportError(.openFailed, "could not start the FunctionFS threads: errno \(error.rawValue)")
-        }
-    }
-
-    // MARK: Threads
-
-    private func end(_ link: Link, because reason: String) {
-        if link.end() { self.logEnd(link, reason) }
-        self.state.withLock { state in
-            if state.link === link { state.link = nil }
-        }
-    }
-
-    private func endCurrentLink(_ state: inout State, because reason: String) {
-        if let link = state.link, link.end() { self.logEnd(link, reason) }
-        state.link = nil
-    }
-
-    private func logEnd(_ link: Link, _ reason: String) {
-        self.logger.info(
-            "link ended: \(reason)",
-            metadata: [
-                "generation": "\(link.generation)",
-                "bytes-in": "\(link.bytesIn.load(ordering: .relaxed))",
-                "bytes-out": "\(link.bytesOut.load(ordering: .relaxed))",
-            ]
-        )
-    }
-
-    /// `ep0` events: enable starts a new generation (and ends the link), disable and unbind end it.
-    private func runControl(_ control: CInt) {
-        var buffer = [UInt8](repeating: 0, count: FunctionFSEvent.size * 4)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(control, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 {
-                self.logger.error("reading \(self.directory)/ep0 failed; no more events")
-                return
-            }
-            for event in FunctionFSEvent.decode(buffer[0..<count]) {
-                switch event.kind {
-                case .enable:
-                    let packet = self.currentMaxPacketSize()
-                    let generation = self.state.withLock { state in
-                        state.enabled = true
-                        state.generation += 1
-                        state.maxPacketSize = packet
-                        state.lastEvent = "enable"
-                        self.endCurrentLink(&state, because: "the host enabled the function again")
-                        return state.generation
-                    }
-                    self.logger.info(
-                        "enabled by the host",
-                        metadata: ["generation": "\(generation)", "max-packet": "\(packet)"]
-                    )
-                case .disable, .unbind:
-                    let name = event.kind == .disable ? "disable" : "unbind"
-                    self.state.withLock { state in
-                        state.enabled = false
-                        state.lastEvent = name
-                        self.endCurrentLink(&state, because: "the host sent \(name)")
-                    }
-                    self.logger.info("\(name) from the host")
-                case .setup:
-                    // No control requests are defined for this function: stall them.
-                    var none: UInt8 = 0
-                    if event.requestType & 0x80 != 0 {
-                        _ = read(control, &none, 0)
-                    } else {
-                        _ = write(control, &none, 0)
-                    }
-                case .bind, .suspend, .resume, .none:
-                    let name = event.kind.map { "\($0)" } ?? "unknown"
-                    self.state.withLock { $0.lastEvent = name }
-                    self.logger.info("\(name) from the host")
-                }
-            }
-        }
-    }
-
-    /// The IN endpoint's packet size at the current speed (`FUNCTIONFS_ENDPOINT_DESC`).
-    private func currentMaxPacketSize() -> Int {
-        let input = self.state.withLock { $0.input }
-        var descriptor = [UInt8](repeating: 0, count: 9)
-        let request: UInt = 0x8009_6782  // _IOR('g', 130, struct usb_endpoint_descriptor) (9 bytes)
-        let result = descriptor.withUnsafeMutableBytes { bytes -> CInt in
-            guard let base = bytes.baseAddress else { return -1 }
-            return ioctl(input, request, base)
-        }
-        guard result >= 0 else { return 512 }
-        let size = Int(descriptor[4]) | (Int(descriptor[5] & 0x07) << 8)
-        return size > 0 ? size : 512
-    }
-
-    /// `ep2` → the current link. Bytes read in one generation never reach another's link.
-    private func runHostToDevice(_ output: CInt) {
-        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: self.configuration.readSize)
-        defer { buffer.deallocate() }
-        while true {
-            let generation = self.state.withLock { $0.generation }
-            let count = read(output, buffer, self.configuration.readSize)
-            if count < 0 {
-                // Disabled or unbound (ESHUTDOWN), or interrupted: wait for the next enable.
-                usleep(10_000)
-                continue
-            }
-            if count == 0 { continue }  // a zero-length packet
-            var link: Link?
-            while link == nil {
-                let (current, stillSameGeneration) = self.state.withLock { state in
-                    (state.link?.generation == generation ? state.link : nil, state.generation == generation)
-                }
-                guard stillSameGeneration else { break }
-                link = current
-                if link == nil { usleep(1000) }
-            }
-            guard let link else { continue }  // a new host session began: the bytes are stale
-            var offset = 0
-            while offset < count {
-                let sent = send(link.descriptor, buffer + offset, count - offset, CInt(MSG_NOSIGNAL))
-                if sent < 0 && errno == EINTR { continue }
-                if sent <= 0 { break }
-                offset += sent
-            }
-            link.bytesIn.add(offset, ordering: .relaxed)
-        }
-    }
-
-    /// The current link → `ep1`, with a zero-length packet after writes of whole packets.
-    private func runDeviceToHost(_ input: CInt) {
-        let size = self.configuration.writeSize
-        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
-        defer { buffer.deallocate() }
-        while true {
-            guard let link = self.state.withLock({ $0.link }) else {
-                usleep(2000)
-                continue
-            }
-            let count = read(link.descriptor, buffer, size)
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 {
-                self.end(link, because: "the responder closed it")
-                continue
-            }
-            // Bytes read for a link that has ended since (a new enable, a disable, an unbind) are
-            // the abandoned generation's: a new host must never receive them. Checked before
-            // each write; a write already under way when the endpoint is disabled fails.
-            guard self.state.withLock({ $0.link === link && $0.generation == link.generation }) else { continue }
-            var offset = 0
-            var failure: CInt?
-            while offset < count {
-                if offset > 0, !self.state.withLock({ $0.link === link }) { break }
-                let written = write(input, buffer + offset, count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written < 0 {
-                    failure = errno
-                    break
-                }
-                offset += written
-            }
-            link.bytesOut.add(offset, ordering: .relaxed)
-            if let failure {
-                self.end(link, because: "writing to the host failed (\(String(cString: strerror(failure))))")
-                continue
-            }
-            let packet = self.state.withLock { $0.maxPacketSize }
-            if self.configuration.zeroLengthPackets
-                && functionFSNeedsZeroLengthPacket(afterWriting: count, maxPacketSize: packet)
-            {
-                _ = write(input, buffer, 0)
-            }
         }
     }
 }

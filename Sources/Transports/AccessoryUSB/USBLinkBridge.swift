@@ -9,38 +9,6 @@ import Synchronization
     import Musl
 #endif
 
-/// One libusb transfer and its buffer.
-///
-/// `@unchecked Sendable`: a slot has one owner at a time: libusb and the kernel while it is
-/// submitted, otherwise the thread that took it from the bridge's state (under the bridge's
-/// mutex) or the completion callback that libusb hands it to; every hand-off goes through
-/// that mutex or through `libusb_submit_transfer`/the completion, which order memory. The
-/// transfer and buffer are freed in `deinit`, which runs only after the bridge has seen every
-/// submitted transfer come back.
-final class TransferSlot: @unchecked Sendable {
-    let transfer: UnsafeMutablePointer<libusb_transfer>
-    let buffer: UnsafeMutablePointer<UInt8>
-    let capacity: Int
-    let isInput: Bool
-    /// Set while libusb owns the transfer; read and written under the bridge's mutex.
-    var submitted = false
-    /// The bridge this slot belongs to; the reference cycle is broken by `USBLinkBridge.teardown`.
-    var bridge: USBLinkBridge?
-
-    init?(capacity: Int, isInput: Bool) {
-        guard let transfer = libusb_alloc_transfer(0) else { return nil }
-        self.transfer = transfer
-        self.capacity = capacity
-        self.buffer = .allocate(capacity: capacity)
-        self.isInput = isInput
-    }
-
-    deinit {
-        libusb_free_transfer(self.transfer)
-        self.buffer.deallocate()
-    }
-}
-
 /// Carries bytes between a claimed interface's bulk endpoints and one end of a socketpair,
 /// whose other end is the NIO channel the HTTP layer sees.
 ///
@@ -50,7 +18,7 @@ final class TransferSlot: @unchecked Sendable {
 /// timeout) records a reason, cancels every transfer and shuts the socket down, so the HTTP
 /// layer sees the stream end at once and reads the reason from the diagnostics.
 final class USBLinkBridge: Sendable {
-    private struct State {
+    struct State {
         var closing = false
         var failure: String?
         var inFlight = 0
@@ -60,6 +28,14 @@ final class USBLinkBridge: Sendable {
         var writerDone = false
         var deliveryDone = false
         var haltedEndpoint: UInt8?
+        /// Bytes the device has taken from OUT transfers: while 0, a stall is carried on from.
+        var outputBytesSent = 0
+        /// A stall before the first byte is being cleared: OUT transfers that stalled (in their
+        /// order), and those the writer made meanwhile, held back so that none overtakes them.
+        var clearingHalt = false
+        var haltsCleared = 0
+        var stalledOutputs: [TransferSlot] = []
+        var heldOutputs: [(TransferSlot, Int)] = []
         var zeroLengthReads = 0
         /// The failure was an unspecific transfer error, which is also what an unplug looks like
         /// before libusb notices the device is gone.
@@ -72,7 +48,7 @@ final class USBLinkBridge: Sendable {
     let name: String
     /// The bridge's end of the socketpair; closed in teardown.
     let socket: CInt
-    private let state = Mutex(State())
+    let state = Mutex(State())
     private let inputReady = DispatchSemaphore(value: 0)
     private let outputFree = DispatchSemaphore(value: 0)
 
@@ -146,7 +122,7 @@ final class USBLinkBridge: Sendable {
     // MARK: Submitting and completing
 
     /// Submits `slot` with `length` bytes; returns the libusb error if it was not submitted.
-    private func submit(_ slot: TransferSlot, length: Int) -> LibUSBError? {
+    func submit(_ slot: TransferSlot, length: Int, bypassingHold: Bool = false) -> LibUSBError? {
         let endpoint = slot.isInput ? self.interface.input.address : self.interface.output.address
         let timeout = slot.isInput ? 0 : self.policy.writeTimeoutMilliseconds
         let context = Unmanaged.passUnretained(slot).toOpaque()
@@ -176,6 +152,10 @@ final class USBLinkBridge: Sendable {
         slot.transfer.pointee.flags = flags
         let admitted = self.state.withLock { state -> Bool in
             guard !state.closing else { return false }
+            if !slot.isInput && state.clearingHalt && !bypassingHold {
+                state.heldOutputs.append((slot, length))
+                return false
+            }
             state.inFlight += 1
             slot.submitted = true
             return true
@@ -222,23 +202,33 @@ final class USBLinkBridge: Sendable {
             problem =
                 "\(direction) \(self.name) failed (\(status == LIBUSB_TRANSFER_ERROR ? "LIBUSB_TRANSFER_ERROR" : "libusb transfer status \(status.rawValue)"))"
         }
-        let wake: Bool = self.state.withLock { state in
+        let actualLength = Int(slot.transfer.pointee.actual_length)
+        // What follows the completion: a slot back to its thread, the link's end, or a stall
+        // carried on from (the first of a clearing starts it; later ones join it).
+        enum Next { case nothing, wake, fail, startClearing, joinClearing }
+        let next: Next = self.state.withLock { state in
             state.inFlight -= 1
             slot.submitted = false
+            if !slot.isInput { state.outputBytesSent += actualLength }
+            if halted != nil, let starts = Self.carryOn(afterStallOf: slot, actualLength: actualLength, state: &state) {
+                return starts ? .startClearing : .joinClearing
+            }
             if let halted { state.haltedEndpoint = halted }
             if status == LIBUSB_TRANSFER_ERROR && !state.closing { state.failureMayBeUnplug = true }
-            guard !state.closing, problem == nil, status == LIBUSB_TRANSFER_COMPLETED else { return false }
+            if problem != nil { return .fail }
+            guard !state.closing, status == LIBUSB_TRANSFER_COMPLETED else { return .nothing }
             if slot.isInput {
                 state.completedInputs.append(slot)
             } else {
                 state.freeOutputs.append(slot)
             }
-            return true
+            return .wake
         }
-        if let problem {
-            self.fail(problem)
-        } else if wake {
-            if slot.isInput { self.inputReady.signal() } else { self.outputFree.signal() }
+        switch next {
+        case .startClearing: self.resendAfterClearingHalt()
+        case .joinClearing, .nothing: break
+        case .fail: self.fail(problem)
+        case .wake: if slot.isInput { self.inputReady.signal() } else { self.outputFree.signal() }
         }
     }
 
