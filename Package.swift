@@ -24,6 +24,7 @@ let package = Package(
         .library(name: "AccessoryUSB", targets: ["AccessoryUSB"]),
         .library(name: "AccessoryFunctionFS", targets: ["AccessoryFunctionFS"]),
         .library(name: "AccessoryURLProtocol", targets: ["AccessoryURLProtocol"]),
+        .library(name: "AccessoryBridge", targets: ["AccessoryBridge"]),
         .library(name: "AccessoryDevices", targets: ["AccessoryDevices"]),
         .executable(name: "accessory-http", targets: ["AccessoryHTTPTool"]),
     ],
@@ -227,6 +228,21 @@ let package = Package(
             ],
             path: "Sources/Adapters/AccessoryURLProtocol"
         ),
+        // The bridge: one process owns an accessory's link and serves it as local HTTP/1.1.
+        .target(
+            name: "AccessoryBridge",
+            dependencies: [
+                "AccessoryClient",
+                "AccessoryHTTP1",
+                "AccessoryTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/Adapters/AccessoryBridge"
+        ),
 
         // MARK: Tools: the command-line interface and the benchmark
         .executableTarget(
@@ -241,6 +257,7 @@ let package = Package(
                 "AccessoryTLS",
                 "AccessoryUSB",
                 "AccessoryFunctionFS",
+                "AccessoryBridge",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -350,8 +367,9 @@ let package = Package(
             dependencies: [
                 "AccessoryTestSupport",
                 "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryCrypto",
-                "AccessorySession",
+                "AccessorySession", "AccessoryBridge",
                 "AccessoryHTTP1", "AccessoryURLProtocol",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -21,6 +21,7 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
               accessory-http --device serial:/dev/ttyACM0?baud=115200 -v get /status
               accessory-http --device 'exec:ssh pi socat - /dev/ttyGS0' post /config -d @config.json
               accessory-http serve --device unix:/tmp/accessory.sock
+              accessory-http bridge --device usb:1209:0001 --listen unix:/run/accessory-http/accessory.sock
 
             Exit status: 0 success, 1 other failure, 22 HTTP status >= 400 with --fail,
             64 usage error, 69 transport failure, 74 local file error, 75 timeout,
@@ -29,7 +30,7 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
         version: AccessoryClient.version,
         subcommands: [
             Get.self, Head.self, Delete.self, Post.self, Put.self, Request.self, Download.self, Serve.self, Trust.self,
-            ServeGadget.self, List.self,
+            ServeGadget.self, List.self, Bridge.self,
         ]
     )
 

@@ -1,0 +1,239 @@
+import AccessoryClient
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Serves one accessory as ordinary local HTTP: every HTTP/1.1 client on the machine (curl,
+/// Python, a browser, URLSession with a plain `http://` URL) reaches the accessory through the
+/// bridge's listeners, and the bridge carries each request over the accessory's link with the
+/// native client, one at a time on an HTTP/1.1 link (queued in arrival order), at once on an
+/// HTTP/2 one.
+///
+/// ```swift
+/// let bridge = AccessoryBridge(client: AccessoryClient(transport: transport))
+/// let bound = try await bridge.bind([.unix(path: "/run/accessory-http/accessory.sock")])
+/// await bridge.run()  // until bridge.shutdown(gracePeriod:)
+/// ```
+///
+/// Redirects and authentication challenges from the accessory pass through unchanged (the
+/// client decides); hop-by-hop fields are dropped both ways (RFC 9110 §7.6.1); absolute-form
+/// targets and CONNECT are refused. An accessory that cannot be reached is answered 502, one
+/// too slow to start its answer 504, a queue longer than ``Configuration/queueTimeout`` 503
+/// with `Retry-After`. `GET /.well-known/accessory-http/status` on any listener returns the
+/// bridge's counts as JSON.
+public final class AccessoryBridge: Sendable {
+    /// How the bridge serves its accessory.
+    public struct Configuration: Sendable {
+        /// The accessory's name, in messages and the status document.
+        public var name = "accessory"
+        /// The device spec the client's link uses, for the status document.
+        public var device = ""
+        /// The longest a request waits for its turn on the link before it is answered 503.
+        public var queueTimeout: Duration = .seconds(30)
+        /// The longest the accessory may take to start its answer before it is answered 504.
+        public var responseTimeout: Duration = .seconds(60)
+        /// The `Retry-After` of a 503, in seconds.
+        public var retryAfterSeconds = 2
+        /// Exchanges carried on the link at once: 1 for an HTTP/1.1 link; more on HTTP/2.
+        public var maxConcurrentExchanges = 1
+        /// Allow TCP listeners on addresses other than loopback (anyone who can reach the
+        /// address can then use the accessory).
+        public var allowRemote = false
+        /// The mode and group given to unix socket files (connecting needs write permission).
+        public var socketMode: mode_t = 0o660
+        public var socketGroup: gid_t?
+        /// How long shutdown waits for exchanges under way before it closes their connections.
+        public var gracePeriod: Duration = .seconds(10)
+
+        public init() {}
+    }
+
+    private struct State {
+        var servers: [NIOAsyncChannel<BridgeChannel, Never>] = []
+        var socketPaths: [String] = []
+    }
+
+    public let configuration: Configuration
+    private let client: AccessoryClient
+    private let logger: Logger
+    private let eventLoopGroup: any EventLoopGroup
+    private let admission: BridgeAdmission
+    private let statistics = BridgeStatistics()
+    private let tracker = ConnectionTracker()
+    private let state = Mutex(State())
+
+    public init(
+        client: AccessoryClient,
+        configuration: Configuration = .init(),
+        logger: Logger = Logger(label: "accessory-http.bridge"),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.client = client
+        self.configuration = configuration
+        self.logger = logger
+        self.eventLoopGroup = eventLoopGroup
+        self.admission = BridgeAdmission(limit: configuration.maxConcurrentExchanges)
+    }
+
+    /// What the bridge has done so far, and the link's state.
+    public var status: BridgeStatus {
+        let load = self.admission.load
+        var status = BridgeStatus(
+            name: self.configuration.name,
+            device: self.configuration.device,
+            linkOpens: self.client.http2?.openCount ?? self.client.link.openCount,
+            linkRenewals: self.client.link.renewalCount,
+            requests: 0,
+            active: load.active,
+            queued: load.queued,
+            bytesToAccessory: 0,
+            bytesFromAccessory: 0,
+            errors: [:]
+        )
+        self.statistics.snapshot(into: &status)
+        return status
+    }
+
+    /// Client connections open now.
+    public var connectionCount: Int { self.tracker.count }
+
+    /// Binds `listeners` (call before ``run()``); returns them as bound (a TCP port 0 resolved).
+    public func bind(_ listeners: [BridgeListener]) async throws(BridgeError) -> [BridgeListener] {
+        var bound: [BridgeListener] = []
+        for listener in listeners {
+            if !listener.isLocal && !self.configuration.allowRemote {
+                throw BridgeError(
+                    .remoteNotAllowed,
+                    "--listen \(listener) would let any machine that reaches that address use the accessory; listen on 127.0.0.1 or ::1, or pass --allow-remote if that is what you want"
+                )
+            }
+            let server = try await self.bindOne(listener)
+            self.state.withLock { $0.servers.append(server) }
+            switch listener {
+            case .unix:
+                bound.append(listener)
+            case .tcp(let host, _):
+                bound.append(.tcp(host: host, port: server.channel.localAddress?.port ?? 0))
+            }
+        }
+        return bound
+    }
+
+    private func bindOne(_ listener: BridgeListener) async throws(BridgeError) -> NIOAsyncChannel<BridgeChannel, Never>
+    {
+        let bootstrap = ServerBootstrap(group: self.eventLoopGroup)
+            .serverChannelOption(.backlog, value: 256)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)  // `printf … | nc -N` still gets its answer
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<BridgeChannel> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                var encoder = HTTPResponseEncoder.Configuration()
+                encoder.automaticallySetFramingHeaders = false  // forwarded answers keep their own framing
+                try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                    withPipeliningAssistance: true,
+                    withErrorHandling: true,
+                    withEncoderConfiguration: encoder
+                )
+                return try BridgeChannel(wrappingChannelSynchronously: channel)
+            }
+        }
+        do {
+            switch listener {
+            case .unix(let path):
+                try UnixSocketPath.prepare(path)
+                let previous = umask(0o177)  // nobody else may connect until mode and group are set
+                defer { umask(previous) }
+                let server = try await bootstrap.bind(
+                    unixDomainSocketPath: path,
+                    cleanupExistingSocketFile: false,
+                    childChannelInitializer: initializer
+                )
+                try UnixSocketPath.apply(
+                    mode: self.configuration.socketMode,
+                    group: self.configuration.socketGroup,
+                    to: path
+                )
+                self.state.withLock { $0.socketPaths.append(path) }
+                return server
+            case .tcp(let host, let port):
+                return try await bootstrap.bind(host: host, port: port, childChannelInitializer: initializer)
+            }
+        } catch let error as BridgeError {
+            throw error
+        } catch {
+            throw BridgeError(.bindFailed, "cannot listen on \(listener): \(error)", underlying: error)
+        }
+    }
+
+    /// Serves the bound listeners until ``shutdown()``; returns once every connection ended.
+    public func run() async {
+        let servers = self.state.withLock { $0.servers }
+        await withDiscardingTaskGroup { group in
+            for server in servers {
+                group.addTask {
+                    try? await server.executeThenClose { inbound in
+                        try await withThrowingDiscardingTaskGroup { connections in
+                            for try await connection in inbound {
+                                connections.addTask { await self.serve(connection) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private func serve(_ channel: BridgeChannel) async {
+        guard let id = self.tracker.add(channel.channel) else {
+            try? await channel.channel.close()
+            return
+        }
+        defer { self.tracker.remove(id) }
+        let peer = await PeerIdentity.describe(channel.channel)
+        self.logger.debug("connection from \(peer)")
+        let forwarder = BridgeForwarder(
+            client: self.client,
+            configuration: self.configuration,
+            admission: self.admission,
+            statistics: self.statistics,
+            logger: self.logger,
+            status: { [weak self] in self?.status ?? BridgeStatus.empty }
+        )
+        await BridgeConnection(forwarder: forwarder, peer: peer, tracker: self.tracker, id: id).run(channel)
+    }
+
+    /// Stops accepting, lets exchanges under way finish for up to the grace period, then
+    /// closes every connection and removes the socket files; ``run()`` returns after it.
+    public func shutdown() async {
+        let (servers, paths) = self.state.withLock { ($0.servers, $0.socketPaths) }
+        for path in paths { _ = unlink(path) }
+        for server in servers { try? await server.channel.close() }
+        self.tracker.drain()
+        let deadline = ContinuousClock.now + self.configuration.gracePeriod
+        while self.tracker.count > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        self.tracker.closeAll()
+    }
+}
+
+extension BridgeStatus {
+    static let empty = BridgeStatus(
+        name: "",
+        device: "",
+        linkOpens: 0,
+        linkRenewals: 0,
+        requests: 0,
+        active: 0,
+        queued: 0,
+        bytesToAccessory: 0,
+        bytesFromAccessory: 0,
+        errors: [:]
+    )
+}

@@ -1,0 +1,88 @@
+import Synchronization
+
+/// Lets at most `limit` exchanges onto the accessory's link at once (one on an HTTP/1.1 link,
+/// which carries one exchange at a time) and queues the rest in arrival order. A request that
+/// waits longer than its bound is turned away, so the bridge answers 503 instead of hanging.
+final class BridgeAdmission: Sendable {
+    private struct Waiter {
+        let id: UInt64
+        let continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var active = 0
+        var waiters: [Waiter] = []
+        var nextID: UInt64 = 0
+        /// Waiters given up before they were queued (a timeout or cancel that came first).
+        var abandoned: Set<UInt64> = []
+    }
+
+    let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int) {
+        self.limit = max(1, limit)
+    }
+
+    /// Exchanges on the link now, and requests waiting for it.
+    var load: (active: Int, queued: Int) { self.state.withLock { ($0.active, $0.waiters.count) } }
+
+    /// Waits for a turn; returns false if none came within `timeout` (or the task was cancelled).
+    /// Every `true` must be followed by one ``release()``.
+    func acquire(timeout: Duration) async -> Bool {
+        let id: UInt64? = self.state.withLock { state in
+            if state.active < self.limit && state.waiters.isEmpty {
+                state.active += 1
+                return nil
+            }
+            state.nextID += 1
+            return state.nextID
+        }
+        guard let id else { return true }
+        let expiry = Task {
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }  // admitted in time
+            self.giveUp(id)
+        }
+        defer { expiry.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let admitted: Bool? = self.state.withLock { state in
+                    // A turn may have come free between the check above and now.
+                    if state.abandoned.remove(id) != nil { return false }
+                    if state.active < self.limit && state.waiters.isEmpty {
+                        state.active += 1
+                        return true
+                    }
+                    state.waiters.append(Waiter(id: id, continuation: continuation))
+                    return nil
+                }
+                if let admitted { continuation.resume(returning: admitted) }
+            }
+        } onCancel: {
+            self.giveUp(id)
+        }
+    }
+
+    /// Ends an exchange: the longest-waiting request, if any, takes its turn.
+    func release() {
+        let next: Waiter? = self.state.withLock { state in
+            if state.waiters.isEmpty {
+                state.active -= 1
+                return nil
+            }
+            return state.waiters.removeFirst()  // the turn passes on; `active` stays
+        }
+        next?.continuation.resume(returning: true)
+    }
+
+    private func giveUp(_ id: UInt64) {
+        let waiter: Waiter? = self.state.withLock { state in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                state.abandoned.insert(id)
+                return nil
+            }
+            return state.waiters.remove(at: index)
+        }
+        waiter?.continuation.resume(returning: false)
+    }
+}

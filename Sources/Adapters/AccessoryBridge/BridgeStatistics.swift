@@ -1,0 +1,120 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What the bridge has done for one accessory, for `GET /.well-known/accessory-http/status` and
+/// `accessory-http status`.
+public struct BridgeStatus: Sendable, Hashable {
+    /// The accessory's name (the config section, or "accessory").
+    public var name: String
+    /// The device spec the link was opened from.
+    public var device: String
+    /// Times the link's byte stream was opened, and sessions restarted on it without reopening.
+    public var linkOpens: Int
+    public var linkRenewals: Int
+    /// Requests answered (any status), and those answered with an error of the bridge's own.
+    public var requests: Int
+    /// Exchanges on the link now, and requests waiting for it.
+    public var active: Int
+    public var queued: Int
+    /// Body bytes from clients to the accessory, and from the accessory to clients.
+    public var bytesToAccessory: Int64
+    public var bytesFromAccessory: Int64
+    /// Errors by kind: `accessory-unreachable` (502), `queue-timeout` (503), `accessory-timeout`
+    /// (504), `bad-request` (400, 405), `client-gone` (a client left mid-exchange).
+    public var errors: [String: Int]
+    /// The last error and when it happened (seconds since 1970), if any.
+    public var lastError: String?
+    public var lastErrorAt: Double?
+
+    /// The status as one JSON object.
+    public var json: String {
+        let errors = self.errors.sorted { $0.key < $1.key }.map { "\(Self.quote($0.key)):\($0.value)" }
+        var fields = [
+            "\"name\":\(Self.quote(self.name))",
+            "\"device\":\(Self.quote(self.device))",
+            "\"link\":{\"opens\":\(self.linkOpens),\"renewals\":\(self.linkRenewals)}",
+            "\"requests\":\(self.requests)",
+            "\"active\":\(self.active)",
+            "\"queued\":\(self.queued)",
+            "\"bytesToAccessory\":\(self.bytesToAccessory)",
+            "\"bytesFromAccessory\":\(self.bytesFromAccessory)",
+            "\"errors\":{\(errors.joined(separator: ","))}",
+        ]
+        if let lastError { fields.append("\"lastError\":\(Self.quote(lastError))") }
+        if let lastErrorAt { fields.append("\"lastErrorAt\":\(lastErrorAt)") }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    static func quote(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20:
+                result += "\\u00" + String(scalar.value, radix: 16).leftPadded(to: 2)
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        self.count >= width ? self : String(repeating: "0", count: width - self.count) + self
+    }
+}
+
+/// The bridge's running counts, updated by every exchange.
+final class BridgeStatistics: Sendable {
+    private struct Counts {
+        var requests = 0
+        var bytesToAccessory: Int64 = 0
+        var bytesFromAccessory: Int64 = 0
+        var errors: [String: Int] = [:]
+        var lastError: String?
+        var lastErrorAt: Double?
+    }
+
+    private let counts = Mutex(Counts())
+
+    func answered() {
+        self.counts.withLock { $0.requests += 1 }
+    }
+
+    func carried(toAccessory: Int, fromAccessory: Int) {
+        self.counts.withLock {
+            $0.bytesToAccessory += Int64(toAccessory)
+            $0.bytesFromAccessory += Int64(fromAccessory)
+        }
+    }
+
+    func failed(_ kind: String, _ message: String) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let seconds = Double(now.tv_sec) + Double(now.tv_nsec / 1_000_000) / 1000
+        self.counts.withLock {
+            $0.errors[kind, default: 0] += 1
+            $0.lastError = message
+            $0.lastErrorAt = seconds
+        }
+    }
+
+    func snapshot(into status: inout BridgeStatus) {
+        self.counts.withLock {
+            status.requests = $0.requests
+            status.bytesToAccessory = $0.bytesToAccessory
+            status.bytesFromAccessory = $0.bytesFromAccessory
+            status.errors = $0.errors
+            status.lastError = $0.lastError
+            status.lastErrorAt = $0.lastErrorAt
+        }
+    }
+}

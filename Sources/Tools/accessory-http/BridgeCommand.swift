@@ -1,0 +1,183 @@
+import AccessoryBridge
+import AccessoryClient
+import ArgumentParser
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct Bridge: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Own an accessory and serve it as local HTTP/1.1 to every program on this machine.",
+        discussion: """
+            One process owns the accessory's link; curl, Python, a browser or URLSession reach it
+            through the listeners, one exchange at a time on an HTTP/1.1 link (queued in order).
+              accessory-http bridge --device usb:1209:0001 --listen unix:/run/accessory-http/accessory.sock
+              curl --unix-socket /run/accessory-http/accessory.sock http://accessory/status
+              accessory-http bridge --device emulator --listen tcp:127.0.0.1:8080
+            GET /.well-known/accessory-http/status on any listener returns the bridge's counts as JSON.
+            The accessory unreachable: 502; busy longer than --queue-timeout: 503 with Retry-After;
+            no answer begun within --response-timeout: 504. One line per request is logged on
+            standard error. SIGTERM or SIGINT: stop accepting, let exchanges under way finish
+            (up to --grace seconds), exit 0. See docs/bridge.md.
+            """
+    )
+
+    @OptionGroup var globals: GlobalOptions
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where clients connect: unix:PATH, tcp:127.0.0.1:PORT or tcp:[::1]:PORT (repeatable).",
+            valueName: "listener"
+        )
+    )
+    var listen: [String] = []
+
+    @Flag(
+        name: .long,
+        help: "Allow TCP listeners on addresses other than loopback (anyone who reaches them can use the accessory)."
+    )
+    var allowRemote = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Seconds a request may wait for the link before it is answered 503.", valueName: "seconds")
+    )
+    var queueTimeout: Double = 30
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Seconds the accessory may take to begin an answer before it is answered 504.",
+            valueName: "seconds"
+        )
+    )
+    var responseTimeout: Double = 60
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Seconds exchanges under way may take to finish on SIGTERM.", valueName: "seconds")
+    )
+    var grace: Double = 10
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("unix: listeners: the socket file's mode, in octal (default 0660).", valueName: "mode")
+    )
+    var socketMode: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("unix: listeners: the socket file's group (a name or a gid).", valueName: "group")
+    )
+    var socketGroup: String?
+
+    func validate() throws {
+        guard !self.listen.isEmpty else {
+            throw ValidationError("give at least one listener: --listen unix:PATH or --listen tcp:127.0.0.1:PORT")
+        }
+        for listener in self.listen {
+            do { _ = try BridgeListener(parsing: listener) } catch { throw ValidationError(error.message) }
+        }
+        for (name, value) in [
+            ("--queue-timeout", self.queueTimeout), ("--response-timeout", self.responseTimeout),
+            ("--grace", self.grace),
+        ]
+        where !(value > 0 && value <= 86_400) {
+            throw ValidationError("\(name) \(value) is not a number of seconds from 0 to 86400")
+        }
+        if let socketMode { _ = try SocketAccess.parseMode(socketMode) }
+        if let socketGroup { _ = try SocketAccess.parseGroup(socketGroup) }
+    }
+
+    func run() async throws {
+        let verbose = self.globals.verbose
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = verbose ? .debug : .info
+            return handler
+        }
+        let options = self
+        try await runReportingErrors {
+            try await options.serve()
+        }
+    }
+
+    private func serve() async throws {
+        let listeners = try self.parsedListeners()
+        let (spec, _) = try self.globals.resolveDevice()
+        let ownership = try Self.takeOwnership(of: spec.description)
+        let (client, _, _) = try self.globals.makeClient(redirects: .none)
+        let bridge = AccessoryBridge(
+            client: client,
+            configuration: try self.bridgeConfiguration(device: spec.description, http2: spec.link.http == .http2)
+        )
+        let bound = try await Self.bind(bridge, listeners, client: client)
+        for listener in bound {
+            if !listener.isLocal {
+                StandardError.write(
+                    "accessory-http bridge: WARNING: \(listener) accepts connections from other machines; anyone who reaches it can use the accessory\n"
+                )
+            }
+            StandardError.write("accessory-http bridge: serving \(spec) on \(listener)\n")
+        }
+        // SIGTERM and SIGINT end the work through cancellation (runReportingErrors): stop
+        // accepting, let exchanges under way finish, then return.
+        await withTaskCancellationHandler {
+            await bridge.run()
+        } onCancel: {
+            Task { await bridge.shutdown() }
+        }
+        await client.shutdown()
+        ownership.release()
+    }
+
+    private func parsedListeners() throws(CLIError) -> [BridgeListener] {
+        var listeners: [BridgeListener] = []
+        for text in self.listen {
+            do {
+                listeners.append(try BridgeListener(parsing: text))
+            } catch {
+                throw CLIError(.usage, error.message)
+            }
+        }
+        return listeners
+    }
+
+    private static func takeOwnership(of device: String) throws(CLIError) -> DeviceOwnership {
+        do {
+            return try DeviceOwnership(device: device)
+        } catch {
+            throw CLIError(.transport, error.message)
+        }
+    }
+
+    private func bridgeConfiguration(device: String, http2: Bool) throws(CLIError) -> AccessoryBridge.Configuration {
+        let access = try SocketAccess(mode: self.socketMode, group: self.socketGroup)
+        var configuration = AccessoryBridge.Configuration()
+        configuration.device = device
+        configuration.queueTimeout = .milliseconds(Int64(self.queueTimeout * 1000))
+        configuration.responseTimeout = .milliseconds(Int64(self.responseTimeout * 1000))
+        configuration.gracePeriod = .milliseconds(Int64(self.grace * 1000))
+        configuration.allowRemote = self.allowRemote
+        configuration.socketMode = access.mode
+        configuration.socketGroup = access.group
+        if http2 { configuration.maxConcurrentExchanges = 100 }
+        return configuration
+    }
+
+    private static func bind(
+        _ bridge: AccessoryBridge,
+        _ listeners: [BridgeListener],
+        client: AccessoryClient
+    ) async throws -> [BridgeListener] {
+        do {
+            return try await bridge.bind(listeners)
+        } catch {
+            await client.shutdown()
+            throw CLIError(error.code == .alreadyOwned ? .transport : .failure, error.message)
+        }
+    }
+}
