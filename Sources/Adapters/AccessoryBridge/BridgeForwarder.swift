@@ -32,6 +32,7 @@ struct BridgeForwarder: Sendable {
         struct Counts {
             var headArrived = false
             var headSent = false
+            var endSent = false
             var bytesIn = 0
             var bytesOut = 0
             var status = 0
@@ -62,7 +63,7 @@ struct BridgeForwarder: Sendable {
         var bytesOut = 0
         var status = 0
         defer {
-            self.statistics.answered()
+            self.statistics.answered(status)
             let milliseconds =
                 (ContinuousClock.now - started).components.attoseconds / 1_000_000_000_000_000
                 + (ContinuousClock.now - started).components.seconds * 1000
@@ -128,6 +129,7 @@ struct BridgeForwarder: Sendable {
                             progress.counts.withLock { $0.bytesOut += count }
                         }
                         try await Self.send(.end(nil), outbound)
+                        progress.counts.withLock { $0.endSent = true }
                     }
                     return true
                 }
@@ -152,8 +154,17 @@ struct BridgeForwarder: Sendable {
             let done = progress.snapshot
             (bytesIn, bytesOut, status) = (done.bytesIn, done.bytesOut, done.status)
             self.statistics.carried(toAccessory: bytesIn, fromAccessory: bytesOut)
-            if let gone = error as? ClientGone {
-                self.statistics.failed("client-gone", "the client \(peer) went away mid-exchange: \(gone.underlying)")
+            if done.endSent {
+                // The whole answer went out; what failed after it (a cancellation as the client
+                // closed) is no error of the exchange.
+                return Outcome(keepAlive: false)
+            }
+            // The client's connection ended: a write to it failed, or the connection's reader
+            // saw it close and cancelled this exchange (the link abandons it: drain, reset or
+            // session restart).
+            if error is ClientGone || Task.isCancelled {
+                let why = (error as? ClientGone).map { ": \($0.underlying)" } ?? ""
+                self.statistics.failed("client-gone", "the client \(peer) went away mid-exchange\(why)")
                 return Outcome(keepAlive: false)
             }
             let answer = self.answer(for: error)

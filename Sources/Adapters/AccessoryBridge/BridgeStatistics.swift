@@ -22,6 +22,8 @@ public struct BridgeStatus: Sendable, Hashable {
     /// Body bytes from clients to the accessory, and from the accessory to clients.
     public var bytesToAccessory: Int64
     public var bytesFromAccessory: Int64
+    /// Answers by status code (the accessory's and the bridge's own).
+    public var responses: [Int: Int] = [:]
     /// Errors by kind: `accessory-unreachable` (502), `queue-timeout` (503), `accessory-timeout`
     /// (504), `bad-request` (400, 405), `client-gone` (a client left mid-exchange).
     public var errors: [String: Int]
@@ -41,6 +43,7 @@ public struct BridgeStatus: Sendable, Hashable {
             "\"queued\":\(self.queued)",
             "\"bytesToAccessory\":\(self.bytesToAccessory)",
             "\"bytesFromAccessory\":\(self.bytesFromAccessory)",
+            "\"responses\":{\(self.responses.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}",
             "\"errors\":{\(errors.joined(separator: ","))}",
         ]
         if let lastError { fields.append("\"lastError\":\(Self.quote(lastError))") }
@@ -76,6 +79,7 @@ extension String {
 final class BridgeStatistics: Sendable {
     private struct Counts {
         var requests = 0
+        var responses: [Int: Int] = [:]
         var bytesToAccessory: Int64 = 0
         var bytesFromAccessory: Int64 = 0
         var errors: [String: Int] = [:]
@@ -85,8 +89,12 @@ final class BridgeStatistics: Sendable {
 
     private let counts = Mutex(Counts())
 
-    func answered() {
-        self.counts.withLock { $0.requests += 1 }
+    /// A request ended, answered with `status` (0: no answer began).
+    func answered(_ status: Int) {
+        self.counts.withLock {
+            $0.requests += 1
+            if status > 0 { $0.responses[status, default: 0] += 1 }
+        }
     }
 
     func carried(toAccessory: Int, fromAccessory: Int) {
@@ -110,6 +118,7 @@ final class BridgeStatistics: Sendable {
     func snapshot(into status: inout BridgeStatus) {
         self.counts.withLock {
             status.requests = $0.requests
+            status.responses = $0.responses
             status.bytesToAccessory = $0.bytesToAccessory
             status.bytesFromAccessory = $0.bytesFromAccessory
             status.errors = $0.errors
