@@ -116,7 +116,7 @@ public final class AccessoryBridge: Sendable {
             let server = try await self.bindOne(listener)
             self.state.withLock { $0.servers.append(server) }
             switch listener {
-            case .unix:
+            case .unix, .inherited:
                 bound.append(listener)
             case .tcp(let host, _):
                 bound.append(.tcp(host: host, port: server.channel.localAddress?.port ?? 0))
@@ -163,6 +163,8 @@ public final class AccessoryBridge: Sendable {
                 return server
             case .tcp(let host, let port):
                 return try await bootstrap.bind(host: host, port: port, childChannelInitializer: initializer)
+            case .inherited(let descriptor):
+                return try await bootstrap.bind(descriptor, childChannelInitializer: initializer)
             }
         } catch let error as BridgeError {
             throw error

@@ -1,8 +1,11 @@
 /// Where the bridge accepts local HTTP clients: `unix:PATH`, `tcp:HOST:PORT` or
-/// `tcp:[IPV6]:PORT` (port 0: any free port, reported once bound).
+/// `tcp:[IPV6]:PORT` (port 0: any free port, reported once bound), or a listening socket it was
+/// given (`systemd`: socket activation, ``SystemdSockets``).
 public enum BridgeListener: Sendable, Hashable, CustomStringConvertible {
     case unix(path: String)
     case tcp(host: String, port: Int)
+    /// A socket already bound and listening, passed by the service manager.
+    case inherited(descriptor: CInt)
 
     /// Parses the `--listen` spelling.
     public init(parsing text: String) throws(BridgeError) {
@@ -63,6 +66,7 @@ public enum BridgeListener: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .unix: return true
         case .tcp(let host, _): return host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        case .inherited: return true  // where it listens is the socket unit's decision
         }
     }
 
@@ -70,6 +74,7 @@ public enum BridgeListener: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .unix(let path): return "unix:\(path)"
         case .tcp(let host, let port): return host.contains(":") ? "tcp:[\(host)]:\(port)" : "tcp:\(host):\(port)"
+        case .inherited(let descriptor): return "systemd socket (fd \(descriptor))"
         }
     }
 }

@@ -29,7 +29,7 @@ struct Bridge: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Where clients connect: unix:PATH, tcp:127.0.0.1:PORT or tcp:[::1]:PORT (repeatable).",
+            "Where clients connect: unix:PATH, tcp:127.0.0.1:PORT, tcp:[::1]:PORT, or systemd (the sockets of socket activation); repeatable. Default: systemd when sockets were passed.",
             valueName: "listener"
         )
     )
@@ -75,10 +75,10 @@ struct Bridge: AsyncParsableCommand {
     var socketGroup: String?
 
     func validate() throws {
-        guard !self.listen.isEmpty else {
+        guard !self.listen.isEmpty || getenv("LISTEN_FDS") != nil else {
             throw ValidationError("give at least one listener: --listen unix:PATH or --listen tcp:127.0.0.1:PORT")
         }
-        for listener in self.listen {
+        for listener in self.listen where listener != "systemd" {
             do { _ = try BridgeListener(parsing: listener) } catch { throw ValidationError(error.message) }
         }
         for (name, value) in [
@@ -108,7 +108,8 @@ struct Bridge: AsyncParsableCommand {
     private func serve() async throws {
         let listeners = try self.parsedListeners()
         let (spec, _) = try self.globals.resolveDevice()
-        let ownership = try Self.takeOwnership(of: spec.description)
+        // The emulator lives in this process: there is no device to share.
+        let ownership = spec.kind == .emulator ? nil : try Self.takeOwnership(of: spec.description)
         let (client, _, _) = try self.globals.makeClient(redirects: .none)
         let bridge = AccessoryBridge(
             client: client,
@@ -131,12 +132,22 @@ struct Bridge: AsyncParsableCommand {
             Task { await bridge.shutdown() }
         }
         await client.shutdown()
-        ownership.release()
+        ownership?.release()
     }
 
     private func parsedListeners() throws(CLIError) -> [BridgeListener] {
         var listeners: [BridgeListener] = []
-        for text in self.listen {
+        let passed = SystemdSockets.take()
+        if self.listen.isEmpty || self.listen.contains("systemd") {
+            guard !passed.isEmpty else {
+                throw CLIError(
+                    .usage,
+                    "--listen systemd: no sockets were passed to this process (LISTEN_FDS); start it from a .socket unit or with systemd-socket-activate -l PATH"
+                )
+            }
+            listeners += passed
+        }
+        for text in self.listen where text != "systemd" {
             do {
                 listeners.append(try BridgeListener(parsing: text))
             } catch {
