@@ -3,7 +3,7 @@
 //
 // Layers, bottom up (each depends only on the ones before it):
 //   Transports (+ USB, FunctionFS) → Session → Security (TLS) → Framing (HTTP/1.1 link) → API (client, responder)
-//   → Accessories (emulator) → Adapters (URLProtocol) → Tools (CLI, benchmark)
+//   → Accessories (emulator) → Adapters (URLProtocol, bridge) → Tools (CLI, benchmark)
 // System libraries are reached through `.systemLibrary` targets under Sources/System.
 import PackageDescription
 
