@@ -96,4 +96,34 @@ struct BridgeCLITests {
         let result = try await run(analyze, ["verify", "--man=no"] + paths, scratch: self.scratch, timeout: 60)
         #expect(result.status == 0 && result.stderr.isEmpty, "\(result)")
     }
+
+    @Test("accessory-http status reads a running bridge's status document")
+    func statusCommand() async throws {
+        let socket = self.scratch.file("status.sock")
+        let bridge = try startCLI(
+            ["bridge", "--device", "emulator", "--listen", "unix:" + socket],
+            scratch: self.scratch
+        )
+        defer { bridge.signal(SIGKILL) }
+        let up = await eventually { FileManager.default.fileExists(atPath: socket) || !bridge.isRunning }
+        guard up, bridge.isRunning else {
+            Issue.record("the bridge did not start: \(await bridge.finish(timeout: 2))")
+            return
+        }
+        let answer = try await self.curl(["--unix-socket", socket, "http://accessory/bytes/1000"])
+        #expect(answer.status == 0 && answer.stdout.count == 1000, "\(answer)")
+        let json = try await runCLI(["status", "--bridge", "unix:" + socket, "--json"], scratch: self.scratch)
+        #expect(json.status == 0, "\(json)")
+        #expect(json.stdoutText.contains("\"bytesFromAccessory\":1000"), "\(json.stdoutText)")
+        let people = try await runCLI(["status", "--bridge", "unix:" + socket], scratch: self.scratch)
+        #expect(people.status == 0 && people.stdoutText.contains("accessory (emulator)"), "\(people)")
+        let none = try await runCLI(
+            ["status", "--bridge", "unix:" + self.scratch.file("none.sock")],
+            scratch: self.scratch
+        )
+        #expect(none.status == 69 && none.stderr.contains("no bridge answers"), "\(none)")
+        bridge.signal(SIGTERM)
+        let result = await bridge.finish(timeout: 10)
+        #expect(result.status == 0, "\(result)")
+    }
 }

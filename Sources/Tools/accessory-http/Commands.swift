@@ -30,7 +30,7 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
         version: AccessoryClient.version,
         subcommands: [
             Get.self, Head.self, Delete.self, Post.self, Put.self, Request.self, Download.self, Serve.self, Trust.self,
-            ServeGadget.self, List.self, Bridge.self,
+            ServeGadget.self, List.self, Bridge.self, Status.self,
         ]
     )
 
