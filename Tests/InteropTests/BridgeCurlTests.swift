@@ -113,10 +113,13 @@ struct BridgeCurlTests {
             #expect(output.contains("HTTP/1.1 400"), "absolute-form was not refused: \(output)")
             #expect(output.contains("not a proxy"), "\(output)")
 
-            let connect = try rawExchange(fixture.socket, "CONNECT elsewhere:443 HTTP/1.1\r\nHost: elsewhere\r\n\r\n")
+            let connect = try await rawExchangeOffPool(
+                fixture.socket,
+                "CONNECT elsewhere:443 HTTP/1.1\r\nHost: elsewhere\r\n\r\n"
+            )
             #expect(connect.hasPrefix("HTTP/1.1 405"), "CONNECT was not refused: \(connect)")
 
-            let malformed = try rawExchange(
+            let malformed = try await rawExchangeOffPool(
                 fixture.socket,
                 "GET /status HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
             )
@@ -140,6 +143,14 @@ struct BridgeCurlTests {
             )
         }
     }
+}
+
+/// ``rawExchange(_:_:timeoutSeconds:)`` on a thread of its own (see ``offPool(_:)``).
+func rawExchangeOffPool(_ path: String, _ request: String) async throws -> String {
+    let result: Result<String, any Error> = await offPool {
+        Result { try rawExchange(path, request) }
+    }
+    return try result.get()
 }
 
 /// Writes `request` to the unix socket at `path`, half-closes, and returns all it answers.

@@ -48,6 +48,9 @@ public final class AccessoryBridge: Sendable {
         /// The mode and group given to unix socket files (connecting needs write permission).
         public var socketMode: mode_t = 0o660
         public var socketGroup: gid_t?
+        /// How long a client connection may stay silent, or leave a request head unfinished,
+        /// before it is answered 408 and closed (never while an exchange runs on it).
+        public var clientIdleTimeout: Duration = .seconds(60)
         /// How long shutdown waits for exchanges under way before it closes their connections.
         public var gracePeriod: Duration = .seconds(10)
 
@@ -131,15 +134,22 @@ public final class AccessoryBridge: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)  // `printf … | nc -N` still gets its answer
+        let idleTimeout = TimeAmount.nanoseconds(
+            Int64(self.configuration.clientIdleTimeout.components.seconds) * 1_000_000_000
+                + self.configuration.clientIdleTimeout.components.attoseconds / 1_000_000_000
+        )
         let initializer: @Sendable (any Channel) -> EventLoopFuture<BridgeChannel> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 var encoder = HTTPResponseEncoder.Configuration()
                 encoder.automaticallySetFramingHeaders = false  // forwarded answers keep their own framing
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(
                     withPipeliningAssistance: true,
-                    withErrorHandling: true,
+                    withErrorHandling: false,  // ClientInputGuard answers 400 and 431 itself
                     withEncoderConfiguration: encoder
                 )
+                let raw = RawWriter()
+                try channel.pipeline.syncOperations.addHandler(raw, position: .first)
+                try channel.pipeline.syncOperations.addHandler(ClientInputGuard(idleTimeout: idleTimeout, raw: raw))
                 return try BridgeChannel(wrappingChannelSynchronously: channel)
             }
         }

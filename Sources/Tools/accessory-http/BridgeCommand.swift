@@ -106,6 +106,7 @@ struct Bridge: AsyncParsableCommand {
     }
 
     private func serve() async throws {
+        Self.raiseDescriptorLimit()
         let listeners = try self.parsedListeners()
         let (spec, _) = try self.globals.resolveDevice()
         // The emulator lives in this process: there is no device to share.
@@ -190,5 +191,14 @@ struct Bridge: AsyncParsableCommand {
             await client.shutdown()
             throw CLIError(error.code == .alreadyOwned ? .transport : .failure, error.message)
         }
+    }
+
+    /// A client connection is a descriptor: lift the soft limit (1024 by default) to the hard
+    /// one, as servers do, so the bridge does not run out at a thousand clients.
+    private static func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = min(limit.rlim_max, 1 << 20)
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 }
