@@ -105,6 +105,10 @@ extension FunctionFSTransport {
         let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: self.configuration.readSize)
         defer { buffer.deallocate() }
         while true {
+            // The generation is taken only while the function is enabled: a read queued before
+            // an enable returns the bytes of that enable's generation, and taking the number
+            // earlier dropped the first request of a fresh boot as stale (2 of 2 in one CI run).
+            self.waitUntilEnabled()
             let (generation, haltNow) = self.state.withLock { state -> (Int, Bool) in
                 guard let armedAt = state.outputHaltArmedAt, state.enabled, state.generation > armedAt else {
                     return (state.generation, false)
@@ -116,8 +120,9 @@ extension FunctionFSTransport {
             let count = read(output, buffer, self.configuration.readSize)
             if count < 0 {
                 if errno == EINTR { continue }
-                // Disabled or unbound (ESHUTDOWN): wait for the next enable (a host's open
-                // disables and enables at once), so the next read is of the new generation.
+                // The endpoint was disabled under the read (ESHUTDOWN): by a host's open, which
+                // re-selects the interface (FunctionFS then reports only ENABLE), or by a
+                // disable or unbind. Wait for the control thread to count that enable.
                 self.waitForGenerationAfter(generation)
                 continue
             }
@@ -149,6 +154,11 @@ extension FunctionFSTransport {
             if self.state.withLock({ $0.enabled && $0.generation != generation }) { return }
             usleep(1000)
         }
+    }
+
+    /// Until the host has enabled the function (polled: FunctionFS gives no other signal here).
+    func waitUntilEnabled() {
+        while !self.state.withLock({ $0.enabled }) { usleep(1000) }
     }
 
     func haltOutputEndpoint(_ output: CInt, generation: Int) {
