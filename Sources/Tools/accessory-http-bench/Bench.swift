@@ -34,7 +34,7 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Scratch directory (nginx root, downloads, logs).") var workDir = "/tmp/accessory-http-bench"
     @Flag(help: "Skip curl/h2load + nginx.") var skipPeers = false
     @Option(help: "Abort the whole run after this many seconds.") var timeLimit: UInt32 = 1200
-    @Option(help: "Only these groups, comma separated: bulk,status,cli,urlsession,peers,memory,pty,session,http2.")
+    @Option(help: "Only these groups, comma separated: bulk,status,cli,urlsession,peers,memory,pty,session,http2,bridge.")
     var only: String?
 
     func run() async throws {
@@ -58,7 +58,7 @@ struct Run: AsyncParsableCommand {
             workDir: self.workDir
         )
         let groups = Set(
-            (self.only ?? "bulk,status,cli,urlsession,peers,memory,pty,session,http2").split(separator: ",").map(
+            (self.only ?? "bulk,status,cli,urlsession,peers,memory,pty,session,http2,bridge").split(separator: ",").map(
                 String.init
             )
         )
@@ -106,6 +106,10 @@ struct Run: AsyncParsableCommand {
         if groups.contains("http2") {
             log("socketpair: HTTP/2 against HTTP/1.1")
             try await bench.http2(exchange, into: &table)
+        }
+        if groups.contains("bridge") {
+            log("bridge: curl and h2load through accessory-http bridge")
+            try await bench.bridge(into: &table)
         }
         if groups.contains("pty") {
             log("pty: raw limit and native API")

@@ -32,4 +32,8 @@ enum Names {
     static let urlSessionMemoryPeak = "1 GiB download: URLSession peak RSS"
     static let ptyRaw = "pty limit: raw bytes"
     static let ptyNative = "pty GET: native API (serial:)"
+    static let bridgeCurlBulk = "bulk GET: curl through the bridge (unix socket)"
+    static let bridgeStatus1 = "GET /status: h2load --h1 -c 1 through the bridge"
+    static let bridgeStatus8 = "GET /status: h2load --h1 -c 8 through the bridge"
+    static let bridgeIdleMemory = "bridge: RSS per idle client connection"
 }

@@ -137,6 +137,23 @@ enum Report {
             nil,
             { _ in true }
         )
+        line("curl through the bridge / curl + nginx (bulk)", ratio(Names.bridgeCurlBulk, Names.curlBulk), nil, { _ in true })
+        line(
+            "h2load --h1 -c 1 through the bridge / native /status on the link's executor",
+            ratio(Names.bridgeStatus1, Names.nativeStatus + CallerOnLink.suffix),
+            nil,
+            { _ in true }
+        )
+        line(
+            "h2load --h1 -c 8 through the bridge / -c 1 (one exchange at a time on an HTTP/1.1 link)",
+            ratio(Names.bridgeStatus8, Names.bridgeStatus1),
+            nil,
+            { _ in true },
+            percent: false
+        )
+        if let perConnection = table.median(Names.bridgeIdleMemory) {
+            text += "- bridge RSS per idle client connection: \(Table.format(perConnection)) KiB (for information)\n"
+        }
         if let growth = table.median(Names.memoryGrowth) {
             text +=
                 "- CLI peak RSS growth for the download: \(Table.format(growth)) MiB (target < 64 MiB) \(growth < 64 ? "MET" : "NOT MET")\n"
