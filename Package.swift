@@ -323,7 +323,7 @@ let package = Package(
         .testTarget(
             name: "AccessoryHTTP1Tests",
             dependencies: [
-                "AccessoryHTTP1", "AccessoryTransport",
+                "AccessoryHTTP1", "AccessoryTransport", "AccessoryTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

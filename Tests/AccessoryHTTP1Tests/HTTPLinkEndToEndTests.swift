@@ -1,4 +1,5 @@
 import AccessoryHTTP1
+import AccessoryTestSupport
 import AccessoryTransport
 import HTTPTypes
 import NIOCore
@@ -99,9 +100,10 @@ enum Caller: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
 func testConfiguration() -> LinkConfiguration {
     var configuration = LinkConfiguration()
-    configuration.openTimeout = .seconds(3)
-    configuration.idleTimeout = .seconds(3)
-    configuration.drainTimeout = .seconds(3)
+    // Stretched under a sanitizer: a scripted device's 300 ms pause once took over 3 s there.
+    configuration.openTimeout = TimeBounds.scaled(.seconds(3))
+    configuration.idleTimeout = TimeBounds.scaled(.seconds(3))
+    configuration.drainTimeout = TimeBounds.scaled(.seconds(3))
     return configuration
 }
 

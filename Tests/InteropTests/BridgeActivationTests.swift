@@ -35,8 +35,13 @@ struct BridgeActivationTests {
         let directory = try TemporaryDirectory("activation")
         defer { directory.remove() }
         let socket = directory.path("activated.sock")
+        // systemd-socket-activate gives its child a clean environment: pass the sanitizer
+        // options on, as scripts/test means them to reach every process.
+        let sanitizerOptions = ["ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"].compactMap { name in
+            ProcessInfo.processInfo.environment[name].map { ["-E", "\(name)=\($0)"] }
+        }.flatMap { $0 }
         let server = try Subprocess(
-            [activate, "-l", socket, "--", binary, "bridge", "--device", "emulator"],
+            [activate, "-l", socket] + sanitizerOptions + ["--", binary, "bridge", "--device", "emulator"],
             logPath: directory.path("server.log")
         )
         defer { server.stop() }

@@ -135,6 +135,8 @@ struct BridgeClientsTests {
             conditional.setValue(tag, forHTTPHeaderField: "If-None-Match")
             let (_, secondResponse) = try await session.data(for: conditional)
             #expect((secondResponse as? HTTPURLResponse)?.statusCode == 304)
+            // The bridge counts an exchange just after its last byte went out.
+            _ = await waitUntil(timeout: .seconds(5)) { fixture.bridge.status.requests >= 10 }
             let counts = fixture.bridge.status
             #expect(counts.responses[304] == 1, "the conditional request was not answered 304: \(counts.responses)")
             #expect(counts.responses[401] == 1 && counts.responses[302] == 2, "\(counts.responses)")

@@ -72,20 +72,39 @@ struct BridgeFaultTests {
 
     @Test("an accessory too slow to begin its answer: 504 by the response timeout, then the next request is answered")
     func responseTimeout() async throws {
-        try await withBridge(configure: { $0.responseTimeout = .milliseconds(500) }) { fixture in
+        try await withBridge(configure: { $0.responseTimeout = TimeBounds.scaled(.seconds(1)) }) { fixture in
             for _ in 0..<4 {
                 let started = ContinuousClock.now
                 let (_, output) = try await self.curl(
-                    ["-i", "--unix-socket", fixture.socket, "http://accessory/delay/5"],
+                    ["-i", "--unix-socket", fixture.socket, "http://accessory/delay/30"],
                     fixture
                 )
                 let elapsed = ContinuousClock.now - started
                 #expect(output.hasPrefix("HTTP/1.1 504"), "\(output)")
-                #expect(elapsed < TimeBounds.scaled(.seconds(2)), "the 504 took \(elapsed)")
+                #expect(elapsed < TimeBounds.scaled(.seconds(3)), "the 504 took \(elapsed)")
                 let (next, nextElapsed) = try await self.status(fixture)
                 #expect(next.hasPrefix("HTTP/1.1 200") && next.contains("EMU0001"), "\(next)")
                 #expect(nextElapsed < TimeBounds.scaled(.seconds(2)), "the next answer took \(nextElapsed)")
             }
+        }
+    }
+
+    @Test("an upload slower than the response timeout is not taken for a silent accessory")
+    func slowUploadIsNotCut() async throws {
+        try await withBridge(configure: { $0.responseTimeout = TimeBounds.scaled(.seconds(1)) }) { fixture in
+            let file = fixture.directory.path("slow-upload.bin")
+            try writeFile(file, [UInt8](repeating: 0x5A, count: 3 << 20))
+            let started = ContinuousClock.now
+            let (status, output) = try await self.curl(
+                [
+                    "--limit-rate", "1M", "--unix-socket", fixture.socket, "--data-binary", "@\(file)",
+                    "http://accessory/upload",
+                ],
+                fixture
+            )
+            let elapsed = ContinuousClock.now - started
+            #expect(status == 0 && output.contains("\"length\":\(3 << 20)"), "\(output)")
+            #expect(elapsed > .seconds(2), "the upload was not slow (\(elapsed)): the test shows nothing")
         }
     }
 
@@ -123,7 +142,7 @@ struct BridgeFaultTests {
             print(
                 "bridge: 20 killed downloads; slowest next /status \(slowest); link opened \(fixture.bridge.status.linkOpens) times"
             )
-            #expect(fixture.bridge.status.errors["client-gone", default: 0] == 20, "\(fixture.bridge.status.errors)")
+            #expect(fixture.bridge.status.errors["client-gone", default: 0] >= 20, "\(fixture.bridge.status.errors)")
         }
     }
 

@@ -10,26 +10,9 @@ import Testing
 struct BridgeInputTests {
     /// A connected unix socket to the bridge, with a receive timeout.
     private func connectUnix(_ path: String, timeoutSeconds: Int = 10) throws -> CInt {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket() failed: errno \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard connected == 0 else {
-            close(fd)
+        guard let fd = connectUnixSocket(path, timeoutSeconds: timeoutSeconds) else {
             throw TestFailure("cannot connect to \(path): errno \(errno)")
         }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         return fd
     }
 
@@ -41,18 +24,7 @@ struct BridgeInputTests {
     /// Everything the bridge sends until it closes (or the receive timeout), read on a thread
     /// of its own: a blocking read on the cooperative pool would starve the bridge under test.
     private func readAll(_ fd: CInt) async -> String {
-        await offPool { Self.blockingReadAll(fd) }
-    }
-
-    private static func blockingReadAll(_ fd: CInt) -> String {
-        var answer: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { break }
-            answer += buffer[0..<count]
-        }
-        return String(decoding: answer, as: UTF8.self)
+        await offPool { readToEnd(fd) }
     }
 
     /// `GET /status` on a fresh connection: the answer and how long it took.

@@ -215,7 +215,7 @@ public final class AccessoryBridge: Sendable {
             admission: self.admission,
             statistics: self.statistics,
             logger: self.logger,
-            status: { [weak self] in self?.status ?? BridgeStatus.empty }
+            status: { self.status }
         )
         await BridgeConnection(forwarder: forwarder, peer: peer, tracker: self.tracker, id: id).run(channel)
     }
@@ -233,19 +233,4 @@ public final class AccessoryBridge: Sendable {
         }
         self.tracker.closeAll()
     }
-}
-
-extension BridgeStatus {
-    static let empty = BridgeStatus(
-        name: "",
-        device: "",
-        linkOpens: 0,
-        linkRenewals: 0,
-        requests: 0,
-        active: 0,
-        queued: 0,
-        bytesToAccessory: 0,
-        bytesFromAccessory: 0,
-        errors: [:]
-    )
 }

@@ -31,6 +31,9 @@ struct BridgeForwarder: Sendable {
     private final class Progress: Sendable {
         struct Counts {
             var headArrived = false
+            /// When the client last gave the link a part of its body: the response timeout
+            /// counts from then, so a long upload is not taken for a silent accessory.
+            var lastBodyProgress = ContinuousClock.now
             var headSent = false
             var endSent = false
             var bytesIn = 0
@@ -134,10 +137,15 @@ struct BridgeForwarder: Sendable {
                     return true
                 }
                 group.addTask {
-                    // The watchdog: the accessory must start its answer within the timeout.
-                    guard (try? await Task.sleep(for: self.configuration.responseTimeout)) != nil else { return false }
-                    if !progress.snapshot.headArrived { throw ResponseTimeout() }
-                    return false
+                    // The watchdog: the accessory must start its answer within the timeout of
+                    // the request's last body byte.
+                    while true {
+                        let counts = progress.snapshot
+                        if counts.headArrived { return false }
+                        let deadline = counts.lastBodyProgress + self.configuration.responseTimeout
+                        if ContinuousClock.now >= deadline { throw ResponseTimeout() }
+                        guard (try? await Task.sleep(until: deadline)) != nil else { return false }
+                    }
                 }
                 for try await exchangeDone in group where exchangeDone {
                     group.cancelAll()
@@ -231,7 +239,10 @@ struct BridgeForwarder: Sendable {
                 while let part = try await relay.next() {
                     let count = part.readableBytes
                     try await writer.write(part)
-                    progress.counts.withLock { $0.bytesIn += count }
+                    progress.counts.withLock {
+                        $0.bytesIn += count
+                        $0.lastBodyProgress = .now
+                    }
                 }
             }
         }

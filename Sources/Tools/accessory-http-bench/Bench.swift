@@ -34,7 +34,9 @@ struct Run: AsyncParsableCommand {
     @Option(help: "Scratch directory (nginx root, downloads, logs).") var workDir = "/tmp/accessory-http-bench"
     @Flag(help: "Skip curl/h2load + nginx.") var skipPeers = false
     @Option(help: "Abort the whole run after this many seconds.") var timeLimit: UInt32 = 1200
-    @Option(help: "Only these groups, comma separated: bulk,status,cli,urlsession,peers,memory,pty,session,http2,bridge.")
+    @Option(
+        help: "Only these groups, comma separated: bulk,status,cli,urlsession,peers,memory,pty,session,http2,bridge."
+    )
     var only: String?
 
     func run() async throws {

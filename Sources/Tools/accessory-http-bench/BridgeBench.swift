@@ -25,23 +25,7 @@ extension Benchmarks {
         }
 
         if let curl = Sys.which("curl") {
-            var rates: [Double] = []
-            for rep in 0..<(self.reps + 1) {  // the first warms up
-                let start = Sys.now()
-                let pid = try Sys.spawn(
-                    [
-                        curl, "-s", "-f", "--unix-socket", socket, "-o", "/dev/null",
-                        "http://accessory/bytes/\(self.bulkBytes)",
-                    ],
-                    stdin: null,
-                    stdout: log,
-                    stderr: log
-                )
-                guard Sys.wait(pid).succeeded else {
-                    throw BenchError("curl through the bridge failed; see \(self.childLog)")
-                }
-                if rep > 0 { rates.append(Self.mibPerSecond(self.bulkBytes, Sys.now() - start)) }
-            }
+            let rates = try self.curlBulkRates(curl, socket: socket, null: null, log: log, server: "the bridge")
             table.add(Names.bridgeCurlBulk, "MiB/s", rates, note: "curl -o /dev/null, process start included")
         } else {
             table.unavailable(Names.bridgeCurlBulk, "MiB/s", "curl not installed")

@@ -62,23 +62,7 @@ extension Benchmarks {
         }
 
         if let curl = Sys.which("curl") {
-            var rates: [Double] = []
-            for rep in 0..<(self.reps + 1) {  // the first warms the page cache
-                let start = Sys.now()
-                let pid = try Sys.spawn(
-                    [
-                        curl, "-s", "-f", "--unix-socket", socket, "-o", "/dev/null",
-                        "http://accessory/bytes/\(self.bulkBytes)",
-                    ],
-                    stdin: null,
-                    stdout: log,
-                    stderr: log
-                )
-                guard Sys.wait(pid).succeeded else {
-                    throw BenchError("curl against nginx failed; see \(self.childLog)")
-                }
-                if rep > 0 { rates.append(Self.mibPerSecond(self.bulkBytes, Sys.now() - start)) }
-            }
+            let rates = try self.curlBulkRates(curl, socket: socket, null: null, log: log, server: "nginx")
             table.add(Names.curlBulk, "MiB/s", rates, note: "curl -o /dev/null, process start included; nginx sendfile")
         } else {
             table.unavailable(Names.curlBulk, "MiB/s", "curl not installed")
@@ -126,6 +110,29 @@ extension Benchmarks {
         } else {
             table.unavailable(Names.h2loadStatus, "req/s", "h2load not installed (Debian package nghttp2-client)")
         }
+    }
+
+    /// MiB/s of `curl -o /dev/null` fetching `/bytes/N` over the unix socket, one value per
+    /// repetition after a first that warms up.
+    func curlBulkRates(_ curl: String, socket: String, null: CInt, log: CInt, server: String) throws -> [Double] {
+        var rates: [Double] = []
+        for rep in 0..<(self.reps + 1) {
+            let start = Sys.now()
+            let pid = try Sys.spawn(
+                [
+                    curl, "-s", "-f", "--unix-socket", socket, "-o", "/dev/null",
+                    "http://accessory/bytes/\(self.bulkBytes)",
+                ],
+                stdin: null,
+                stdout: log,
+                stderr: log
+            )
+            guard Sys.wait(pid).succeeded else {
+                throw BenchError("curl against \(server) failed; see \(self.childLog)")
+            }
+            if rep > 0 { rates.append(Self.mibPerSecond(self.bulkBytes, Sys.now() - start)) }
+        }
+        return rates
     }
 
     /// The emulator's pattern, so nginx serves the very bytes `/bytes/N` produces.

@@ -137,7 +137,12 @@ enum Report {
             nil,
             { _ in true }
         )
-        line("curl through the bridge / curl + nginx (bulk)", ratio(Names.bridgeCurlBulk, Names.curlBulk), nil, { _ in true })
+        line(
+            "curl through the bridge / curl + nginx (bulk)",
+            ratio(Names.bridgeCurlBulk, Names.curlBulk),
+            nil,
+            { _ in true }
+        )
         line(
             "h2load --h1 -c 1 through the bridge / native /status on the link's executor",
             ratio(Names.bridgeStatus1, Names.nativeStatus + CallerOnLink.suffix),

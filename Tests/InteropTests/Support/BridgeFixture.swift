@@ -2,6 +2,7 @@ import AccessoryBridge
 import AccessoryClient
 import AccessoryCrypto
 import AccessoryEmulator
+import AccessoryTestSupport
 import AccessoryTransport
 import Glibc
 import Logging
@@ -34,7 +35,7 @@ final class BridgeFixture: Sendable {
         )
         var configuration = AccessoryBridge.Configuration()
         configuration.device = "emulator"
-        configuration.gracePeriod = .seconds(2)
+        configuration.gracePeriod = TimeBounds.scaled(.seconds(5))
         if http2 { configuration.maxConcurrentExchanges = 16 }
         configure(&configuration)
         var logger = Logger(label: "test.bridge")
