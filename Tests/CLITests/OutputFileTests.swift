@@ -1,3 +1,4 @@
+import AccessoryTestSupport
 import Foundation
 import NIOCore
 import Testing
@@ -68,14 +69,15 @@ struct OutputFileTests {
         let device = "exec:sh '\(script)'"
         let child = try startCLI(["--device", device, "download", "/slow", "-o", path], scratch: scratch)
         var seen: [String: String] = [:]
-        let appeared = await eventually(timeout: 5) {
+        // A sanitized CLI beside other suites once took over 5 s to start.
+        let appeared = await eventually(timeout: 5 * Double(TimeBounds.factor)) {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: scratch.path)) ?? []
             for name in names where name.hasPrefix("slow.bin.") {
                 if let mode = self.mode(scratch.file(name)) { seen[name] = mode }
             }
             return !seen.isEmpty || !child.isRunning
         }
-        let result = await child.finish(timeout: 10)
+        let result = await child.finish(timeout: 10 * Double(TimeBounds.factor))
         #expect(appeared && !seen.isEmpty, "no temporary file seen: \(result)")
         for (name, mode) in seen {
             #expect(mode == "600", "\(name) has mode \(mode)")

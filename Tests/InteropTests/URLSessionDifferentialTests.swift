@@ -1,3 +1,4 @@
+import AccessoryTestSupport
 import AccessoryTransport
 import AccessoryURLProtocol
 import Foundation
@@ -181,10 +182,12 @@ struct URLSessionDifferentialTests {
                 }
             }
             let table = report.joined(separator: "\n")
-            // Within 50 ms as the median, every one under 500 ms (a loaded machine's scheduling).
+            // Within 50 ms as the median, every one under 500 ms (a loaded machine's scheduling);
+            // tenfold under a sanitizer (a median of 0.27 s seen under AddressSanitizer in CI).
             nextTimes.sort()
-            #expect(nextTimes[nextTimes.count / 2] < 0.05, "the next request through the link: \(nextTimes) s")
-            #expect(nextTimes[nextTimes.count - 1] < 0.5, "the next request through the link: \(nextTimes) s")
+            let factor = Double(TimeBounds.factor)
+            #expect(nextTimes[nextTimes.count / 2] < 0.05 * factor, "the next request through the link: \(nextTimes) s")
+            #expect(nextTimes[nextTimes.count - 1] < 0.5 * factor, "the next request through the link: \(nextTimes) s")
             print("URLSession, built-in stack over TCP vs AccessoryURLProtocol over nginx's unix socket:\n\(table)")
             #expect(differences.isEmpty, "differences not in the allow-list: \(differences)\n\(table)")
         }

@@ -11,7 +11,8 @@ import Synchronization
 /// On a line that can hold stale bytes the plain open after the fallback waits for the line to
 /// go quiet, as every plain reopen does.
 public struct AutoSessionTransport: ByteStreamTransport {
-    /// How long the first HELLO may wait for its answer before falling back.
+    /// How long the first HELLO waits for its answer before falling back, unless the initializer
+    /// is given another bound.
     public static let fallbackBound: Duration = .seconds(1)
 
     enum Decision { case unknown, sessions, plain }
@@ -20,10 +21,17 @@ public struct AutoSessionTransport: ByteStreamTransport {
     private let session: SessionTransport
     private let decision = SharedDecision()
 
-    public init(wrapping inner: any ByteStreamTransport, configuration: SessionTransport.Configuration = .init()) {
+    /// Wraps `inner`; the first open falls back to plain HTTP/1.1 if HELLO is not answered within
+    /// `fallbackAfter` (or the configuration's handshake timeout, if that is shorter). A slow
+    /// device, or a slow build of our own responder, may need longer than the default.
+    public init(
+        wrapping inner: any ByteStreamTransport,
+        configuration: SessionTransport.Configuration = .init(),
+        fallbackAfter: Duration = Self.fallbackBound
+    ) {
         self.inner = inner
         var probe = configuration
-        probe.handshakeTimeout = min(configuration.handshakeTimeout, Self.fallbackBound)
+        probe.handshakeTimeout = min(configuration.handshakeTimeout, fallbackAfter)
         self.session = SessionTransport(wrapping: inner, configuration: probe)
     }
 
