@@ -7,6 +7,7 @@ import AccessoryTransport
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 import Testing
 
 /// HTTP/2 on one link to the emulated accessory (our responder, which recognises the preface):
@@ -117,5 +118,83 @@ struct HTTP2LinkTests {
         let (head, _) = try await client.get("/status")
         #expect(head.status == .ok)
         await client.shutdown()
+    }
+}
+
+/// A reader that stops reading holds the device back: the stream stops returning flow-control
+/// credit while its unread parts pass the watermark, so what arrives is bounded by the windows,
+/// not by the body.
+@Suite("HTTP/2 back-pressure", .timeLimit(.minutes(1)))
+struct HTTP2BackPressureTests {
+    @Test func aReaderThatPausesHoldsTheDeviceBack() async throws {
+        let received = InboundCounter()
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = .http2
+        let client = AccessoryClient(
+            transport: CountingInboundTransport(
+                inner: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+                counter: received
+            ),
+            configuration: configuration
+        )
+        // 16 tries: each reads the first MiB of a 1 GiB body, then pauses 300 ms.
+        for attempt in 0..<16 {
+            let before = received.value
+            let during = try await client.execute(try AccessoryRequest(url: "/bytes/1073741824")) { response in
+                var count = 0
+                for try await chunk in response.body {
+                    count += chunk.readableBytes
+                    if count >= 1 << 20 { break }
+                }
+                try await Task.sleep(for: .milliseconds(300))
+                return received.value - before
+            }
+            // Stream window 1 MiB, connection window 2 MiB, a 256 KiB watermark and the socket's
+            // buffers: a few MiB. Unheld, the device sends hundreds of MiB in 300 ms.
+            #expect(during < 8 << 20, "try \(attempt): \(during) bytes arrived while the reader paused")
+            let (head, _) = try await client.get("/status")
+            #expect(head.status == .ok, "try \(attempt)")
+        }
+        #expect(client.http2?.openCount == 1)
+        await client.shutdown()
+    }
+}
+
+final class InboundCounter: Sendable {
+    private let count = Mutex(0)
+    func add(_ bytes: Int) { self.count.withLock { $0 += bytes } }
+    var value: Int { self.count.withLock { $0 } }
+}
+
+/// Counts the bytes a link reads from its transport, below everything else in the pipeline.
+struct CountingInboundTransport: ByteStreamTransport {
+    let inner: any ByteStreamTransport
+    let counter: InboundCounter
+    var description: String { self.inner.description }
+
+    func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        let counter = self.counter
+        return try await self.inner.open(on: eventLoop) { channel in
+            do {
+                try channel.pipeline.syncOperations.addHandler(InboundCountingHandler(counter: counter))
+            } catch {
+                return channel.eventLoop.makeFailedFuture(error)
+            }
+            return configure(channel)
+        }
+    }
+}
+
+final class InboundCountingHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    let counter: InboundCounter
+    init(counter: InboundCounter) { self.counter = counter }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        self.counter.add(self.unwrapInboundIn(data).readableBytes)
+        context.fireChannelRead(data)
     }
 }

@@ -48,7 +48,11 @@ public final class AccessoryClient: Sendable {
     /// (`withTaskExecutorPreference(client.taskExecutor) { … }`) run without any thread hop:
     /// the lowest latency for many small requests. Code running with that preference must not
     /// block, since the event loop serves the link meanwhile.
-    public var taskExecutor: EventLoopTaskExecutor { self.link.taskExecutor }
+    public var taskExecutor: EventLoopTaskExecutor {
+        // The executor the exchanges themselves run on: another instance on the same loop would
+        // still cost an enqueue per exchange.
+        self.http2?.taskExecutor ?? self.link.taskExecutor
+    }
 
     public init(
         transport: any ByteStreamTransport,

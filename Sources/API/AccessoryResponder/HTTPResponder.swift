@@ -257,13 +257,23 @@ public struct HTTPResponder: Sendable {
         case .http1(let link):
             await self.session(link).run()
         case .http2(let multiplexer):
-            await withDiscardingTaskGroup { group in
-                do {
-                    for try await stream in multiplexer.inbound {
-                        group.addTask { await self.session(stream, http2: true).run() }
+            // The loop that accepts streams and every stream's task run on one executor (the
+            // connection's event loop by default): a stream's request is then read, answered
+            // and written without waking another thread, and without a hop between executors.
+            let executor = LinkSession.executor(for: channel.eventLoop, self.configuration)
+            await withTaskExecutorPreference(executor) {
+                await withDiscardingTaskGroup { group in
+                    do {
+                        for try await stream in multiplexer.inbound {
+                            group.addTask(executorPreference: executor) {
+                                var session = self.session(stream, http2: true)
+                                session.executor = executor
+                                await session.run()
+                            }
+                        }
+                    } catch {
+                        self.logger.debug("HTTP/2 link ended", metadata: ["error": "\(error)"])
                     }
-                } catch {
-                    self.logger.debug("HTTP/2 link ended", metadata: ["error": "\(error)"])
                 }
             }
             try? await channel.close()

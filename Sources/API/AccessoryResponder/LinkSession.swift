@@ -17,6 +17,9 @@ struct LinkSession: Sendable {
     /// One HTTP/2 request stream: one exchange, framed by the stream (no Content-Length or
     /// chunking rules, no `Connection` header).
     var http2 = false
+    /// The executor the session's task already prefers (an HTTP/2 connection's streams share
+    /// their connection's); `nil` to choose one from the configuration.
+    var executor: (any TaskExecutor)? = nil
 
     /// Runs until the peer closes the link, a protocol error closes it, or the task is cancelled.
     ///
@@ -24,12 +27,19 @@ struct LinkSession: Sendable {
     /// otherwise): reading a request, answering it and writing the response then stay on one
     /// thread, with no wake-up of another thread per request (see ``EventLoopTaskExecutor``).
     func run() async {
-        let executor: any TaskExecutor =
-            self.configuration.runsHandlersOnEventLoop
-            ? EventLoopTaskExecutor(self.channel.eventLoop) : globalConcurrentExecutor
-        await withTaskExecutorPreference(executor) {
+        if self.executor != nil {
+            await self.serve()
+            return
+        }
+        await withTaskExecutorPreference(Self.executor(for: self.channel.eventLoop, self.configuration)) {
             await self.serve()
         }
+    }
+
+    /// Where a link's requests are served: its event loop, unless the configuration says the
+    /// handlers may block.
+    static func executor(for eventLoop: any EventLoop, _ configuration: ResponderConfiguration) -> any TaskExecutor {
+        configuration.runsHandlersOnEventLoop ? EventLoopTaskExecutor(eventLoop) : globalConcurrentExecutor
     }
 
     private func serve() async {

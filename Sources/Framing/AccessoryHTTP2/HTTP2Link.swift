@@ -98,34 +98,31 @@ public final class HTTP2Link: Sendable {
     ) async throws -> Result {
         let stream = try await self.openStream()
         let head = HTTP2RequestHead.make(request, body: body, configuration: self.configuration)
+        defer { stream.close() }
         do {
             let tracer = self.configuration.tracer
-            return try await stream.executeThenClose { inbound, outbound in
-                tracer?.emit(.requestHead(Self.render(head)))
-                // A known body goes in one flush with its head and end, so the end rides on the
-                // last frame (EndStreamCoalescer) instead of a DATA frame of its own.
-                switch body.storage {
-                case .none:
-                    try await outbound.write(contentsOf: [.head(head), .end(nil)])
-                case .bytes(let buffer):
-                    try await outbound.write(
-                        contentsOf: buffer.readableBytes > 0
-                            ? [.head(head), .body(buffer), .end(nil)] : [.head(head), .end(nil)]
-                    )
-                case .stream(_, let produce):
-                    try await outbound.write(.head(head))
-                    try await produce(RequestBodyWriter { try await outbound.write(.body($0)) })
-                    try await outbound.write(.end(nil))
-                }
-                let parts = PartSource(inbound.makeAsyncIterator())
-                let responseHead = try await parts.finalHead()
-                tracer?.emit(.responseHead(Self.render(responseHead)))
-                let response = HTTPLinkResponse(
-                    head: responseHead,
-                    body: HTTPResponseBody(next: { try await parts.nextBodyBuffer() })
+            tracer?.emit(.requestHead(Self.render(head)))
+            // A known body goes in one flush with its head and end, so the end rides on the last
+            // frame (EndStreamCoalescer) instead of a DATA frame of its own.
+            switch body.storage {
+            case .none:
+                stream.send([.head(head), .end(nil)])
+            case .bytes(let buffer):
+                stream.send(
+                    buffer.readableBytes > 0 ? [.head(head), .body(buffer), .end(nil)] : [.head(head), .end(nil)]
                 )
-                return try await handle(response)
+            case .stream(_, let produce):
+                try await stream.sendWaiting(.head(head))
+                try await produce(RequestBodyWriter { try await stream.sendWaiting(.body($0)) })
+                try await stream.sendWaiting(.end(nil))
             }
+            let responseHead = try await stream.finalHead()
+            tracer?.emit(.responseHead(Self.render(responseHead)))
+            let response = HTTPLinkResponse(
+                head: responseHead,
+                body: HTTPResponseBody(next: { try await stream.nextBodyBuffer() })
+            )
+            return try await handle(response)
         } catch let error as HTTPLinkError {
             throw error
         } catch is CancellationError {
@@ -159,20 +156,23 @@ public final class HTTP2Link: Sendable {
 
     // MARK: The connection
 
-    private func openStream() async throws -> NIOAsyncChannel<HTTPResponsePart, HTTPRequestPart> {
+    /// Response body bytes a stream holds for its exchange before it stops reading (and so stops
+    /// returning flow-control credit to the device) until the exchange takes them.
+    static let responseHighWatermark = 256 << 10
+
+    private func openStream() async throws -> HTTP2StreamExchange {
         for attempt in 0..<2 {
             let connection = try await self.connect()
             do {
                 return try await connection.multiplexer.openStream { stream in
                     stream.eventLoop.makeCompletedFuture {
+                        let handler = ResponseStreamHandler(highWatermark: Self.responseHighWatermark)
                         try stream.pipeline.syncOperations.addHandlers(
                             EndStreamCoalescer(),
                             HTTP2FramePayloadToHTTPClientCodec(),
-                            BodyGatheringHandler()
+                            handler
                         )
-                        return try NIOAsyncChannel<HTTPResponsePart, HTTPRequestPart>(
-                            wrappingChannelSynchronously: stream
-                        )
+                        return HTTP2StreamExchange(channel: stream, handler: handler)
                     }
                 }
             } catch {
@@ -187,19 +187,30 @@ public final class HTTP2Link: Sendable {
     }
 
     private func connect() async throws -> Connection {
-        let task: Task<Connection, any Error> = try self.connection.withLock { state in
+        enum Next {
+            case ready(Connection)
+            case wait(Task<Connection, any Error>)
+        }
+        let next: Next = try self.connection.withLock { state in
             switch state {
             case .open(let connection) where connection.channel.isActive:
-                return Task { connection }
+                // The common case, without a task: one per exchange cost a hop to the global
+                // executor and back.
+                return .ready(connection)
             case .opening(let task):
-                return task
+                return .wait(task)
             case .shutDown:
                 throw HTTPLinkError(.shutDown, "the link was shut down")
             case .idle, .open:
                 let task = Task { try await self.open() }
                 state = .opening(task)
-                return task
+                return .wait(task)
             }
+        }
+        let task: Task<Connection, any Error>
+        switch next {
+        case .ready(let connection): return connection
+        case .wait(let opening): task = opening
         }
         do {
             let connection = try await task.value
@@ -263,65 +274,6 @@ public final class HTTP2Link: Sendable {
         } catch {
             throw HTTPLinkError(.transportFailed, "could not open \(self.transport): \(error)", underlying: error)
         }
-    }
-}
-
-/// Reads a stream's response parts: the final head (1xx heads skipped), then body buffers.
-/// One iteration pulls at a time: the handler's body loop, inside the stream's scope.
-final class PartSource: @unchecked Sendable {
-    // @unchecked: the iterator is used only by the exchange that owns the stream, one call at a
-    // time (the head first, then the body, iterated once, within `executeThenClose`).
-    private var iterator: NIOAsyncChannelInboundStream<HTTPResponsePart>.AsyncIterator
-    private var ended = false
-
-    init(_ iterator: NIOAsyncChannelInboundStream<HTTPResponsePart>.AsyncIterator) {
-        self.iterator = iterator
-    }
-
-    func finalHead() async throws -> HTTPResponse {
-        var informational = 0
-        while let part = try await self.iterator.next() {
-            guard case .head(let head) = part else {
-                throw HTTPLinkError(.malformedResponse, "the device sent HTTP/2 data before a response head")
-            }
-            if head.status.kind != .informational { return head }
-            informational += 1
-            if informational > 100 {
-                throw HTTPLinkError(.malformedResponse, "the device sent more than 100 informational heads")
-            }
-        }
-        throw HTTPLinkError(.linkClosed, "the device ended the HTTP/2 stream before a response head")
-    }
-
-    func nextBodyBuffer() async throws -> ByteBuffer? {
-        do {
-            return try await self.nextBodyBufferUnmapped()
-        } catch let error as HTTPLinkError {
-            throw error
-        } catch is CancellationError {
-            throw CancellationError()
-        } catch {
-            // The stream or the connection failed while the body was being read (a reset, a
-            // GOAWAY, a connection error): the caller gets the link's error type, as the head's
-            // reader does.
-            throw HTTPLinkError(
-                .linkClosed,
-                "the HTTP/2 stream failed while the body was read: \(error)",
-                underlying: error
-            )
-        }
-    }
-
-    private func nextBodyBufferUnmapped() async throws -> ByteBuffer? {
-        while !self.ended, let part = try await self.iterator.next() {
-            switch part {
-            case .body(let buffer): if buffer.readableBytes > 0 { return buffer }
-            case .end: self.ended = true
-            case .head: throw HTTPLinkError(.malformedResponse, "the device sent a second response head")
-            }
-        }
-        if !self.ended { throw HTTPLinkError(.linkClosed, "the device ended the HTTP/2 stream before the body's end") }
-        return nil
     }
 }
 

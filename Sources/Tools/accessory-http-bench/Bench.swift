@@ -14,7 +14,9 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "accessory-http-bench",
         abstract:
             "Throughput, latency and memory of accessory-http, side by side with the raw limit and curl/h2load + nginx.",
-        subcommands: [Run.self, RawSource.self, RawPong.self, NIOPong.self, NIOH2Pong.self, URLSessionDownload.self],
+        subcommands: [
+            Run.self, Loop.self, RawSource.self, RawPong.self, NIOPong.self, NIOH2Pong.self, URLSessionDownload.self,
+        ],
         defaultSubcommand: Run.self
     )
 }

@@ -1,0 +1,124 @@
+import AccessoryHTTP1
+import HTTPTypes
+import NIOCore
+import NIOHTTPTypes
+
+/// One exchange's side of a client stream, from whatever executor the exchange runs on: it
+/// writes the request into the stream channel and reads the response in the batches its
+/// ``ResponseStreamHandler`` hands over. On the stream's event loop (an exchange that runs as
+/// link work), parts that are already there are taken without suspending.
+final class HTTP2StreamExchange: @unchecked Sendable {
+    // @unchecked: `queue`, `index` and `ending` belong to the exchange that opened the stream,
+    // which reads its response one call at a time (the head first, then the body, iterated
+    // once); the handler is reached only on its event loop, through NIOLoopBound.
+    let channel: any Channel
+    private let handler: NIOLoopBound<ResponseStreamHandler>
+    private var queue: [HTTPResponsePart] = []
+    private var index = 0
+    private var ending: ResponseStreamHandler.Ending?
+    private var responseEnded = false
+
+    init(channel: any Channel, handler: ResponseStreamHandler) {
+        self.channel = channel
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+    }
+
+    /// Writes `parts` and flushes them, without waiting: a failure of the stream shows in its
+    /// response, which the exchange reads next.
+    func send(_ parts: [HTTPRequestPart]) {
+        for part in parts.dropLast() { self.channel.write(part, promise: nil) }
+        if let last = parts.last { self.channel.writeAndFlush(last, promise: nil) }
+    }
+
+    /// Writes one part and waits until the stream took it (flow control and the outbound
+    /// watermarks hold a streamed upload back here).
+    func sendWaiting(_ part: HTTPRequestPart) async throws {
+        try await self.channel.writeAndFlush(part).get()
+    }
+
+    /// Closes the stream when the exchange is over; one that has not ended both ways is reset.
+    func close() {
+        self.channel.close(promise: nil)
+    }
+
+    /// The final response head; 1xx heads are skipped (at most 100 of them).
+    func finalHead() async throws -> HTTPResponse {
+        var informational = 0
+        while let part = try await self.nextPart() {
+            guard case .head(let head) = part else {
+                throw HTTPLinkError(.malformedResponse, "the device sent HTTP/2 data before a response head")
+            }
+            if head.status.kind != .informational { return head }
+            informational += 1
+            if informational > 100 {
+                throw HTTPLinkError(.malformedResponse, "the device sent more than 100 informational heads")
+            }
+        }
+        throw HTTPLinkError(.linkClosed, "the device ended the HTTP/2 stream before a response head")
+    }
+
+    /// The next piece of the body, `nil` after its end.
+    func nextBodyBuffer() async throws -> ByteBuffer? {
+        do {
+            while !self.responseEnded, let part = try await self.nextPart() {
+                switch part {
+                case .body(let buffer): return buffer
+                case .end: self.responseEnded = true
+                case .head: throw HTTPLinkError(.malformedResponse, "the device sent a second response head")
+                }
+            }
+            if !self.responseEnded {
+                throw HTTPLinkError(.linkClosed, "the device ended the HTTP/2 stream before the body's end")
+            }
+            return nil
+        } catch let error as HTTPLinkError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // The stream or the connection failed while the body was read (a reset, a GOAWAY, a
+            // connection error): the caller gets the link's error type, as the head's reader does.
+            throw HTTPLinkError(
+                .linkClosed,
+                "the HTTP/2 stream failed while the body was read: \(error)",
+                underlying: error
+            )
+        }
+    }
+
+    /// The next response part; `nil` once the stream closed.
+    private func nextPart() async throws -> HTTPResponsePart? {
+        while true {
+            if self.index < self.queue.count {
+                defer { self.index += 1 }
+                return self.queue[self.index]
+            }
+            switch self.ending {
+            case .closed: return nil
+            case .failed(let error): throw error
+            case nil: break
+            }
+            let batch = try await self.nextBatch()
+            self.queue = batch.parts
+            self.index = 0
+            self.ending = batch.ending
+        }
+    }
+
+    private func nextBatch() async throws -> ResponseStreamHandler.Batch {
+        let handler = self.handler
+        let eventLoop = self.channel.eventLoop
+        if eventLoop.inEventLoop, let ready = handler.value.takeReady() { return ready }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                if eventLoop.inEventLoop {
+                    handler.value.wait(continuation)
+                } else {
+                    eventLoop.execute { handler.value.wait(continuation) }
+                }
+            }
+        } onCancel: {
+            eventLoop.execute { handler.value.cancel() }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import NIOCore
+import NIOHTTPTypes
+
+/// The last handler of a client stream's pipeline: it keeps the response parts of one read
+/// together and hands them to the exchange as one batch, and it holds further reads (so the
+/// stream's flow-control window, and the device) while a batch waits that is over the watermark.
+///
+/// Why not `NIOAsyncChannel`: its writer, its inbound sequence and their state machines cost a
+/// `/status` exchange more than the stream itself did, and a bulk body a wake per DATA frame
+/// (or, gathered, a copy of every byte). A batch is the parts of one read, without copies, and
+/// one wake of the exchange per read at most.
+///
+/// Every method runs on the stream's event loop.
+final class ResponseStreamHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPResponsePart
+    // Outbound only for `read`: writes pass through.
+    typealias OutboundIn = HTTPRequestPart
+    typealias OutboundOut = HTTPRequestPart
+
+    /// What the exchange receives: the parts that arrived since its last batch, then how the
+    /// stream ended, if it did.
+    struct Batch: Sendable {
+        var parts: [HTTPResponsePart]
+        var ending: Ending?
+    }
+
+    enum Ending: Sendable {
+        /// The stream closed (after the response's end, or not: the reader tells).
+        case closed
+        case failed(any Error)
+    }
+
+    private let highWatermark: Int
+    private var parts: [HTTPResponsePart] = []
+    private var partBytes = 0
+    private var ending: Ending?
+    private var waiter: CheckedContinuation<Batch, any Error>?
+    private var readHeld = false
+    private var context: ChannelHandlerContext?
+
+    /// - Parameter highWatermark: body bytes held before reads stop until the exchange takes them.
+    init(highWatermark: Int) {
+        self.highWatermark = highWatermark
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = self.unwrapInboundIn(data)
+        if case .body(let bytes) = part {
+            guard bytes.readableBytes > 0 else { return }
+            self.partBytes += bytes.readableBytes
+        }
+        self.parts.append(part)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.handOver()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if self.ending == nil { self.ending = .closed }
+        self.handOver()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if self.ending == nil { self.ending = .failed(error) }
+        self.handOver()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if self.partBytes >= self.highWatermark {
+            self.readHeld = true
+        } else {
+            context.read()
+        }
+    }
+
+    /// What has arrived, at once when there is something (or the stream ended); otherwise
+    /// `nil`, and the caller waits with ``wait(_:)``.
+    func takeReady() -> Batch? {
+        guard !self.parts.isEmpty || self.ending != nil else { return nil }
+        return self.take()
+    }
+
+    /// Resumes `continuation` with the next batch, now or when one is there.
+    func wait(_ continuation: CheckedContinuation<Batch, any Error>) {
+        if let batch = self.takeReady() {
+            continuation.resume(returning: batch)
+        } else if self.waiter != nil {
+            continuation.resume(throwing: HTTP2StreamMisuse())
+        } else {
+            self.waiter = continuation
+        }
+    }
+
+    /// The exchange's task was cancelled: a waiting read ends with `CancellationError`, and the
+    /// stream is reset (closing a stream channel that is still open sends RST_STREAM).
+    func cancel() {
+        if self.ending == nil { self.ending = .failed(CancellationError()) }
+        if let waiter = self.waiter {
+            self.waiter = nil
+            waiter.resume(throwing: CancellationError())
+        }
+        self.context?.close(promise: nil)
+    }
+
+    private func handOver() {
+        guard let waiter = self.waiter, !self.parts.isEmpty || self.ending != nil else { return }
+        self.waiter = nil
+        waiter.resume(returning: self.take())
+    }
+
+    private func take() -> Batch {
+        let batch = Batch(parts: self.parts, ending: self.ending)
+        self.parts = []
+        self.partBytes = 0
+        if self.readHeld, let context = self.context {
+            self.readHeld = false
+            context.read()
+        }
+        return batch
+    }
+}
+
+@available(*, unavailable)
+extension ResponseStreamHandler: Sendable {}
+
+/// Two reads of one stream at once: the exchange reads its response one call at a time.
+struct HTTP2StreamMisuse: Error, CustomStringConvertible {
+    var description: String { "a second read of an HTTP/2 response stream began while one waited" }
+}

@@ -1,0 +1,77 @@
+import AccessoryClient
+import ArgumentParser
+import Glibc
+
+/// `loop`: one native client repeating one GET against a child on a socketpair for a while, and
+/// nothing else, so `perf record -p` (or `perf stat`) sees one path alone. Prints requests per
+/// second, or MiB/s for a body over 1 MiB.
+struct Loop: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "loop",
+        abstract: "Repeat one GET over a socketpair to a child, for profiling one path alone."
+    )
+
+    @Option(help: "The HTTP version on the link: 1.1 or 2.") var http = "1.1"
+    @Option(help: "The request's target.") var path = "/status"
+    @Option(help: "Seconds to run.") var seconds = 10.0
+    @Option(help: "Concurrent callers.") var callers = 1
+    @Option(help: "Where the callers run: pool (Swift's global pool) or link (the link's event loop).")
+    var caller = "pool"
+    @Argument(help: "The device command, its stdio the socketpair (e.g. accessory-http serve --device stdio).")
+    var command: [String]
+
+    func run() async throws {
+        let children = ChildList()
+        defer { children.reapAll() }
+        var configuration = AccessoryClient.Configuration()
+        switch self.http {
+        case "1.1": break
+        case "2": configuration.link.httpVersion = .http2
+        default: throw ValidationError("--http takes 1.1 or 2, not \(self.http)")
+        }
+        let client = AccessoryClient(
+            transport: ChildOnSocketPair(command: self.command, children: children, log: nil),
+            configuration: configuration
+        )
+        let request = try AccessoryRequest(url: self.path)
+        do {
+            try await self.measure(client, request)
+        } catch {
+            await client.shutdown()  // the child ends at the end of its input, and is reaped
+            throw error
+        }
+        await client.shutdown()
+    }
+
+    private func measure(_ client: AccessoryClient, _ request: AccessoryRequest) async throws {
+        _ = try await client.data(request, maxBodySize: .max)
+        let start = Sys.now()
+        let end = start.advanced(by: .milliseconds(Int(self.seconds * 1000)))
+        guard ["pool", "link"].contains(self.caller) else { throw ValidationError("--caller takes pool or link") }
+        let onLink = self.caller == "link"
+        let counts = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for _ in 0..<max(1, self.callers) {
+                group.addTask(executorPreference: onLink ? client.taskExecutor : globalConcurrentExecutor) {
+                    var requests = 0, bytes = 0
+                    while Sys.now() < end {
+                        // Read and dropped, as the bench's bulk rows do.
+                        bytes += try await client.execute(request) { response in
+                            var total = 0
+                            for try await buffer in response.body { total += buffer.readableBytes }
+                            return total
+                        }
+                        requests += 1
+                    }
+                    return (requests, bytes)
+                }
+            }
+            return try await group.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
+        }
+        let elapsed = (Sys.now() - start).seconds
+        if counts.1 / max(1, counts.0) > 1 << 20 {
+            print(String(format: "%.0f MiB/s", Double(counts.1) / elapsed / 1_048_576))
+        } else {
+            print(String(format: "%.0f req/s", Double(counts.0) / elapsed))
+        }
+    }
+}
