@@ -276,6 +276,7 @@ let package = Package(
                 "AccessoryEmulator",
                 "AccessoryTransport",
                 "AccessoryHTTP1",
+                "AccessoryHTTP2",
                 "AccessoryURLProtocol",
                 "AccessoryCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

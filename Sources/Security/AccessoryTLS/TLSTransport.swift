@@ -29,6 +29,7 @@ public struct TLSTransport: ByteStreamTransport {
     public var reopenMayCarryStaleBytes: Bool { self.inner.reopenMayCarryStaleBytes }
     /// A new TLS session over a new inner stream is as independent as the inner stream.
     public var opensIndependentStreams: Bool { self.inner.opensIndependentStreams }
+    public var bytesPerSecond: Int? { self.inner.bytesPerSecond }
 
     /// Opens the inner transport and completes the handshake.
     ///

@@ -42,6 +42,7 @@ public struct AutoSessionTransport: ByteStreamTransport {
     public var opensIndependentStreams: Bool {
         self.decision.value == .sessions ? true : self.inner.opensIndependentStreams
     }
+    public var bytesPerSecond: Int? { self.inner.bytesPerSecond }
 
     public func open(
         on eventLoop: any EventLoop,

@@ -58,6 +58,7 @@ public struct SessionTransport: ByteStreamTransport {
     public var reopenMayCarryStaleBytes: Bool { false }
     /// A new session is independent of the old one, whatever the wire below.
     public var opensIndependentStreams: Bool { true }
+    public var bytesPerSecond: Int? { self.inner.bytesPerSecond }
 
     /// Opens the inner transport and completes the handshake.
     ///

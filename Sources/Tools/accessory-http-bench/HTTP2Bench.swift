@@ -10,6 +10,8 @@ extension Names {
     static let http1StatusForHTTP2 = "GET /status: native HTTP/1.1, 1 caller (paired)"
     static let http2Status = "GET /status: native HTTP/2, 1 caller"
     static let http2Status8 = "GET /status: native HTTP/2, 8 callers"
+    static let nioH2PairBulk = "bulk GET: bare NIO HTTP/2 client → bare NIO HTTP/2 server"
+    static let nioH2ClientBulkFromResponder = "bulk GET: bare NIO HTTP/2 client → serve --device stdio"
     static let nioH2PairFloor = "GET /status: bare NIO HTTP/2 client → bare NIO HTTP/2 server"
     static let nioH2ClientToResponder = "GET /status: bare NIO HTTP/2 client → serve --device stdio"
     static let http2StatusToBareServer = "GET /status: native HTTP/2, 1 caller → bare NIO HTTP/2 server"
@@ -126,6 +128,15 @@ extension Benchmarks {
         )
         // The two halves apart: which side of the native pair costs what.
         table.add(Names.nioH2ClientToResponder, "req/s", try await self.nioH2Ping(self.serveCommand))
+        // The ceiling of HTTP/2 bulk on NIO: a bare client and server, no async code, the body
+        // in 64 KiB DATA writes as our responder makes them; then the bare client against ours.
+        table.add(
+            Names.nioH2PairBulk,
+            "MiB/s",
+            try await self.nioH2Bulk([self.selfPath, "nio-h2-pong", responsePath]),
+            note: "the body dropped as it arrives"
+        )
+        table.add(Names.nioH2ClientBulkFromResponder, "MiB/s", try await self.nioH2Bulk(self.serveCommand))
         let toBareServer = AccessoryClient(
             transport: ChildOnSocketPair(
                 command: [self.selfPath, "nio-h2-pong", responsePath],

@@ -1,3 +1,4 @@
+import AccessoryHTTP2
 import ArgumentParser
 import Glibc
 import NIOCore
@@ -23,8 +24,10 @@ struct NIOH2Pong: AsyncParsableCommand {
                 channel.eventLoop.makeCompletedFuture {
                     _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .server,
-                        connectionConfiguration: .init(),
-                        streamConfiguration: .init()
+                        // The windows our link and responder use: the default 64 KiB makes a
+                        // bulk body wait for a WINDOW_UPDATE every four frames.
+                        connectionConfiguration: HTTP2Windows.configuration().connection,
+                        streamConfiguration: HTTP2Windows.configuration().stream
                     ) { stream in
                         stream.eventLoop.makeCompletedFuture {
                             try stream.pipeline.syncOperations.addHandler(H2PongHandler(headers: headers, body: body))
@@ -51,19 +54,51 @@ private final class H2PongHandler: ChannelInboundHandler {
         self.body = body
     }
 
+    /// The body size a `GET /bytes/N` asked for.
+    private var bulkBytes: Int?
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let ended: Bool
         switch self.unwrapInboundIn(data) {
-        case .headers(let headers): ended = headers.endStream
+        case .headers(let headers):
+            ended = headers.endStream
+            if let path = headers.headers.first(name: ":path"), path.hasPrefix("/bytes/") {
+                self.bulkBytes = Int(path.dropFirst("/bytes/".count))
+            }
         case .data(let data): ended = data.endStream
         default: ended = false
         }
         guard ended else { return }
+        if let bulkBytes = self.bulkBytes {
+            self.sendBulk(bulkBytes, context: context)
+            return
+        }
         context.write(self.wrapOutboundOut(.headers(.init(headers: self.headers))), promise: nil)
         context.writeAndFlush(
             self.wrapOutboundOut(.data(.init(data: .byteBuffer(self.body), endStream: true))),
             promise: nil
         )
+    }
+}
+
+extension H2PongHandler {
+    /// `count` zero bytes as 64 KiB DATA frames (slices of one buffer; the stream channel holds
+    /// what flow control does not let out yet), as our responder writes a bulk body.
+    private func sendBulk(_ count: Int, context: ChannelHandlerContext) {
+        let headers = HPACKHeaders([(":status", "200"), ("content-length", String(count))])
+        context.write(self.wrapOutboundOut(.headers(.init(headers: headers, endStream: count == 0))), promise: nil)
+        let chunk = ByteBuffer(repeating: 0, count: 64 << 10)
+        var left = count
+        while left > 0 {
+            let size = min(left, chunk.readableBytes)
+            left -= size
+            let data = HTTP2Frame.FramePayload.Data(
+                data: .byteBuffer(chunk.getSlice(at: 0, length: size) ?? chunk),
+                endStream: left == 0
+            )
+            context.write(self.wrapOutboundOut(.data(data)), promise: nil)
+        }
+        context.flush()
     }
 }
 
@@ -83,6 +118,18 @@ extension Benchmarks {
     /// stream per `GET /status` from the event loop (no async code) against `nio-h2-pong`.
     /// Returns req/s per repetition, the first dropped as a warm-up.
     func nioH2Ping(_ command: [String]) async throws -> [Double] {
+        try await self.nioH2Ping(command, path: "/status", count: self.statusCount)
+    }
+
+    /// MiB/s of a bare NIO HTTP/2 client's `GET /bytes/<bulkBytes>` against `command`, the body
+    /// dropped as it arrives: the ceiling of an HTTP/2 bulk transfer on NIO.
+    func nioH2Bulk(_ command: [String]) async throws -> [Double] {
+        let perSecond = try await self.nioH2Ping(command, path: "/bytes/\(self.bulkBytes)", count: 1)
+        return perSecond.map { $0 * Double(self.bulkBytes) / 1_048_576 }
+    }
+
+    /// Requests per second of `count` GETs of `path`, one stream after another.
+    func nioH2Ping(_ command: [String], path: String, count: Int) async throws -> [Double] {
         let (mine, theirs) = try Sys.socketPair()
         let pid = try Sys.spawn(command, stdin: theirs, stdout: theirs, stderr: try self.childStderr())
         close(theirs)
@@ -93,8 +140,10 @@ extension Benchmarks {
                 channel.eventLoop.makeCompletedFuture {
                     let multiplexer = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                         mode: .client,
-                        connectionConfiguration: .init(),
-                        streamConfiguration: .init()
+                        // The windows our link and responder use: the default 64 KiB makes a
+                        // bulk body wait for a WINDOW_UPDATE every four frames.
+                        connectionConfiguration: HTTP2Windows.configuration().connection,
+                        streamConfiguration: HTTP2Windows.configuration().stream
                     ) { stream in
                         stream.close(promise: nil)  // no pushes
                         return stream.eventLoop.makeSucceededVoidFuture()
@@ -108,11 +157,10 @@ extension Benchmarks {
             throw BenchError("no HTTP/2 multiplexer")
         }
         let request = HPACKHeaders([
-            (":method", "GET"), (":scheme", "http"), (":authority", "accessory"), (":path", "/status"),
+            (":method", "GET"), (":scheme", "http"), (":authority", "accessory"), (":path", path),
         ])
         var rates: [Double] = []
         for rep in 0..<(self.reps + 1) {
-            let count = self.statusCount
             let start = Sys.now()
             try await eventLoop.flatSubmit {
                 let done = eventLoop.makePromise(of: Void.self)

@@ -106,6 +106,18 @@ enum Report {
             { $0 >= 0.9 }
         )
         line(
+            "bare NIO HTTP/2 pair bulk / HTTP/1.1 bulk (the ceiling of HTTP/2 on NIO)",
+            ratio(Names.nioH2PairBulk, Names.plainBulkForHTTP2),
+            nil,
+            { _ in true }
+        )
+        line(
+            "HTTP/2 bulk / bare NIO HTTP/2 pair bulk",
+            ratio(Names.http2Bulk, Names.nioH2PairBulk),
+            nil,
+            { _ in true }
+        )
+        line(
             "HTTP/2 /status req/s, 8 callers / 1 caller",
             ratio(Names.http2Status8, Names.http2Status),
             nil,

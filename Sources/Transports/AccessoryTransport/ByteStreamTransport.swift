@@ -31,11 +31,18 @@ public protocol ByteStreamTransport: Sendable, CustomStringConvertible {
     /// endpoints, stdio or a child's pipes (the command may reach a shared line) are one wire:
     /// `false`, and the link drains.
     var opensIndependentStreams: Bool { get }
+
+    /// The line's rate in bytes per second, when the transport knows it is slow (a serial line:
+    /// its baud rate / 10); `nil` for a fast or unknown one. Layers above size what they send
+    /// in one piece by it: HTTP/2 asks for small frames on a slow line, so a small exchange
+    /// never waits seconds behind one frame of a bulk transfer.
+    var bytesPerSecond: Int? { get }
 }
 
 extension ByteStreamTransport {
     public var reopenMayCarryStaleBytes: Bool { false }
     public var opensIndependentStreams: Bool { false }
+    public var bytesPerSecond: Int? { nil }
 
     /// Opens a stream like ``open(on:configure:)`` and also returns what `configure` built in
     /// the pipeline (a handler, a handshake future), as NIO's
