@@ -126,4 +126,50 @@ struct BridgeCLITests {
         let result = await bridge.finish(timeout: 10)
         #expect(result.status == 0, "\(result)")
     }
+
+    /// `--idle-release 1` over a serial line (a socat pty pair, `serve` at the far end): while
+    /// the bridge holds the port another program is refused; a second after the last request the
+    /// bridge lets go, the other program is answered directly, and the next request through the
+    /// bridge takes the port again and is answered.
+    @Test("--idle-release lets another program use the serial port between requests")
+    func idleRelease() async throws {
+        try await SessionCLITests().withServedLine { device in
+            let socket = self.scratch.file("idle.sock")
+            let bridge = try startCLI(
+                ["bridge", "--device", device, "--listen", "unix:" + socket, "--idle-release", "1"],
+                scratch: self.scratch
+            )
+            defer {
+                bridge.signal(SIGKILL)
+                _ = bridge.process.waitUntilExitOrKill()
+            }
+            let up = await eventually { FileManager.default.fileExists(atPath: socket) || !bridge.isRunning }
+            guard up, bridge.isRunning else {
+                Issue.record("the bridge did not start: \(await bridge.finish(timeout: 2))")
+                return
+            }
+            let first = try await self.curl(["--unix-socket", socket, "http://accessory/status"])
+            #expect(first.status == 0 && first.stdoutText.contains("\"model\""), "\(first)")
+            // Held: a second program cannot open the port.
+            let refused = try await runCLI(["--device", device, "get", "/status"], scratch: self.scratch)
+            #expect(refused.status != 0, "the port was not held: \(refused)")
+            let status = "http://accessory/.well-known/accessory-http/status"
+            var released = false
+            for _ in 0..<40 where !released {
+                try await Task.sleep(for: .milliseconds(100))
+                let json = try await self.curl(["--unix-socket", socket, status])
+                released = json.stdoutText.contains("\"idleReleases\":1")
+            }
+            #expect(released, "the bridge did not report a release within 4 s")
+            let direct = try await runCLI(["--device", device, "get", "/status"], scratch: self.scratch)
+            #expect(direct.status == 0, "another program could not use the released port: \(direct)")
+            let again = try await self.curl(["--unix-socket", socket, "http://accessory/status"])
+            #expect(again.status == 0 && again.stdoutText.contains("\"model\""), "\(again)")
+            let json = try await self.curl(["--unix-socket", socket, status])
+            #expect(json.stdoutText.contains("\"opens\":2"), "the link was not opened again: \(json.stdoutText)")
+            bridge.signal(SIGTERM)
+            let result = await bridge.finish(timeout: 10)
+            #expect(result.status == 0, "\(result)")
+        }
+    }
 }

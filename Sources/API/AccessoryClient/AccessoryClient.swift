@@ -67,6 +67,15 @@ public final class AccessoryClient: Sendable {
             ? HTTP2Link(transport: transport, configuration: configuration.link, eventLoop: eventLoop) : nil
     }
 
+    /// Closes the link's byte stream when no request uses it, and waits until the transport
+    /// released the device (a serial port unlocked, USB interfaces released), so that another
+    /// program can use it; the next request opens it again. Returns whether it was open.
+    /// Requests in progress on an HTTP/1.1 link are waited for; on HTTP/2, call it when none run.
+    public func releaseTransport() async -> Bool {
+        if let http2 = self.http2 { return await http2.releaseTransport() }
+        return await self.link.releaseTransport()
+    }
+
     /// Closes the link. Requests after this fail with `.shutDown`.
     public func shutdown() async {
         await self.http2?.shutdown()

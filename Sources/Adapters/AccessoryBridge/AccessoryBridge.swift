@@ -53,6 +53,11 @@ public final class AccessoryBridge: Sendable {
         public var clientIdleTimeout: Duration = .seconds(60)
         /// How long shutdown waits for exchanges under way before it closes their connections.
         public var gracePeriod: Duration = .seconds(10)
+        /// After this long without a request, the link's byte stream is closed, which releases
+        /// the device (a serial port unlocked, USB interfaces released) for another program;
+        /// the next request opens it again (`--idle-release`, ChromeOS ippusb_bridge's claim on
+        /// demand). `nil`: the device is held while the bridge runs.
+        public var idleRelease: Duration?
 
         public init() {}
     }
@@ -186,6 +191,10 @@ public final class AccessoryBridge: Sendable {
     /// Serves the bound listeners until ``shutdown()``; returns once every connection ended.
     public func run() async {
         let servers = self.state.withLock { $0.servers }
+        let releaser = self.configuration.idleRelease.map { idle in
+            Task { await self.releaseWhenIdle(after: idle) }
+        }
+        defer { releaser?.cancel() }
         await withDiscardingTaskGroup { group in
             for server in servers {
                 group.addTask {
@@ -197,6 +206,22 @@ public final class AccessoryBridge: Sendable {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Releases the device each time the link has been idle for `idle` (see
+    /// ``Configuration/idleRelease``); requests that arrive meanwhile wait for the release to end.
+    private func releaseWhenIdle(after idle: Duration) async {
+        while !Task.isCancelled {
+            let waited = self.admission.idleFor ?? .zero
+            guard (try? await Task.sleep(for: max(.milliseconds(50), idle - waited))) != nil else { return }
+            guard let quiet = self.admission.idleFor, quiet >= idle, self.admission.closeIfIdle() else { continue }
+            let released = await self.client.releaseTransport()
+            self.admission.reopen()
+            if released {
+                self.statistics.releasedIdle()
+                self.logger.info("released \(self.configuration.device) after \(idle) without a request")
             }
         }
     }

@@ -15,6 +15,10 @@ final class BridgeAdmission: Sendable {
         var nextID: UInt64 = 0
         /// Waiters given up before they were queued (a timeout or cancel that came first).
         var abandoned: Set<UInt64> = []
+        /// Since when no exchange has run nor waited (`nil` while one does).
+        var idleSince: ContinuousClock.Instant? = .now
+        /// The bridge is releasing the device: new requests wait until it is done.
+        var closed = false
     }
 
     let limit: Int
@@ -31,7 +35,8 @@ final class BridgeAdmission: Sendable {
     /// Every `true` must be followed by one ``release()``.
     func acquire(timeout: Duration) async -> Bool {
         let id: UInt64? = self.state.withLock { state in
-            if state.active < self.limit && state.waiters.isEmpty {
+            state.idleSince = nil
+            if state.active < self.limit && state.waiters.isEmpty && !state.closed {
                 state.active += 1
                 return nil
             }
@@ -49,7 +54,7 @@ final class BridgeAdmission: Sendable {
                 let admitted: Bool? = self.state.withLock { state in
                     // A turn may have come free between the check above and now.
                     if state.abandoned.remove(id) != nil { return false }
-                    if state.active < self.limit && state.waiters.isEmpty {
+                    if state.active < self.limit && state.waiters.isEmpty && !state.closed {
                         state.active += 1
                         return true
                     }
@@ -68,11 +73,40 @@ final class BridgeAdmission: Sendable {
         let next: Waiter? = self.state.withLock { state in
             if state.waiters.isEmpty {
                 state.active -= 1
+                if state.active == 0 { state.idleSince = .now }
                 return nil
             }
             return state.waiters.removeFirst()  // the turn passes on; `active` stays
         }
         next?.continuation.resume(returning: true)
+    }
+
+    /// How long no exchange has run nor waited; `nil` while one does.
+    var idleFor: Duration? { self.state.withLock { $0.idleSince.map { $0.duration(to: .now) } } }
+
+    /// Stops admitting (requests that arrive wait) if nothing runs or waits now; returns
+    /// whether it did. Every `true` must be followed by one ``reopen()``.
+    func closeIfIdle() -> Bool {
+        self.state.withLock { state in
+            guard state.active == 0, state.waiters.isEmpty, !state.closed else { return false }
+            state.closed = true
+            return true
+        }
+    }
+
+    /// Admits again, the requests that waited meanwhile first.
+    func reopen() {
+        let admitted: [Waiter] = self.state.withLock { state in
+            state.closed = false
+            var admitted: [Waiter] = []
+            while state.active < self.limit, !state.waiters.isEmpty {
+                state.active += 1
+                admitted.append(state.waiters.removeFirst())
+            }
+            if state.active == 0 { state.idleSince = .now }
+            return admitted
+        }
+        for waiter in admitted { waiter.continuation.resume(returning: true) }
     }
 
     private func giveUp(_ id: UInt64) {

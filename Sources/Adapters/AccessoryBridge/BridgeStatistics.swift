@@ -14,6 +14,8 @@ public struct BridgeStatus: Sendable, Hashable {
     /// Times the link's byte stream was opened, and sessions restarted on it without reopening.
     public var linkOpens: Int
     public var linkRenewals: Int
+    /// Times the device was released after the link stood idle (`--idle-release`).
+    public var idleReleases = 0
     /// Requests answered (any status), and those answered with an error of the bridge's own.
     public var requests: Int
     /// Exchanges on the link now, and requests waiting for it.
@@ -37,7 +39,7 @@ public struct BridgeStatus: Sendable, Hashable {
         var fields = [
             "\"name\":\(Self.quote(self.name))",
             "\"device\":\(Self.quote(self.device))",
-            "\"link\":{\"opens\":\(self.linkOpens),\"renewals\":\(self.linkRenewals)}",
+            "\"link\":{\"opens\":\(self.linkOpens),\"renewals\":\(self.linkRenewals),\"idleReleases\":\(self.idleReleases)}",
             "\"requests\":\(self.requests)",
             "\"active\":\(self.active)",
             "\"queued\":\(self.queued)",
@@ -85,6 +87,7 @@ final class BridgeStatistics: Sendable {
         var errors: [String: Int] = [:]
         var lastError: String?
         var lastErrorAt: Double?
+        var idleReleases = 0
     }
 
     private let counts = Mutex(Counts())
@@ -102,6 +105,10 @@ final class BridgeStatistics: Sendable {
             $0.bytesToAccessory += Int64(toAccessory)
             $0.bytesFromAccessory += Int64(fromAccessory)
         }
+    }
+
+    func releasedIdle() {
+        self.counts.withLock { $0.idleReleases += 1 }
     }
 
     func failed(_ kind: String, _ message: String) {
@@ -124,6 +131,7 @@ final class BridgeStatistics: Sendable {
             status.errors = $0.errors
             status.lastError = $0.lastError
             status.lastErrorAt = $0.lastErrorAt
+            status.idleReleases = $0.idleReleases
         }
     }
 }

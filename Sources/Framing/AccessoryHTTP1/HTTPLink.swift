@@ -269,6 +269,24 @@ public final class HTTPLink: Sendable {
         }
     }
 
+    /// Closes the link's byte stream once no exchange uses it, and waits until the transport
+    /// released what it held (a serial line unlocked, USB interfaces released), so that another
+    /// program can use the device meanwhile; the next request opens it again. Returns whether a
+    /// stream was open. An exchange in progress is waited for, not cut.
+    public func releaseTransport() async -> Bool {
+        guard (try? await self.waitInLine(until: nil)) != nil else { return false }
+        defer { self.gate.leave() }
+        let open = self.state.withLock { state in
+            state.isShutDown ? [] : [state.connection, state.parked].compactMap { $0 }
+        }
+        for connection in open {
+            self.close(connection)
+            await connection.stream.waitUntilReleased()
+        }
+        if !open.isEmpty { self.configuration.tracer?.emit(.note("released \(self.transport) while idle")) }
+        return !open.isEmpty
+    }
+
     // MARK: Exchange
 
     private func run<Result: Sendable>(

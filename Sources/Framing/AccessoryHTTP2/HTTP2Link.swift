@@ -30,7 +30,8 @@ public final class HTTP2Link: Sendable {
     }
 
     struct Connection: Sendable {
-        let channel: any Channel
+        let stream: OpenedByteStream
+        var channel: any Channel { self.stream.channel }
         let multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>
     }
 
@@ -58,6 +59,21 @@ public final class HTTP2Link: Sendable {
         case .opening(let task): (try? await task.value).map { $0.channel.close(promise: nil) }
         case .idle, .shutDown: break
         }
+    }
+
+    /// Closes the connection, and waits until the transport released what it held, so that
+    /// another program can use the device meanwhile; the next request opens it again. Returns
+    /// whether a connection was open. Streams still in progress fail: call it when none are.
+    public func releaseTransport() async -> Bool {
+        let released: Connection? = self.connection.withLock { state in
+            guard case .open(let connection) = state else { return nil }
+            state = .idle
+            return connection
+        }
+        guard let released else { return false }
+        released.channel.close(promise: nil)
+        await released.stream.waitUntilReleased()
+        return true
     }
 
     /// Sends `request` on a new stream and hands the response to `handle`. When `handle` returns
@@ -270,7 +286,7 @@ public final class HTTP2Link: Sendable {
             }
             self.opens.withLock { $0 += 1 }
             configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
-            return Connection(channel: stream.channel, multiplexer: multiplexer)
+            return Connection(stream: stream, multiplexer: multiplexer)
         } catch let error as HTTPLinkError where error.code == .exchangeTimeout {
             throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
         } catch let error as HTTPLinkError {

@@ -64,6 +64,15 @@ struct Bridge: AsyncParsableCommand {
 
     @Option(
         name: .long,
+        help: ArgumentHelp(
+            "Release the device (close the serial port, release the USB interfaces) after this many seconds without a request, so another program can use it; the next request takes it again.",
+            valueName: "seconds"
+        )
+    )
+    var idleRelease: Double?
+
+    @Option(
+        name: .long,
         help: ArgumentHelp("unix: listeners: the socket file's mode, in octal (default 0660).", valueName: "mode")
     )
     var socketMode: String?
@@ -83,7 +92,7 @@ struct Bridge: AsyncParsableCommand {
         }
         for (name, value) in [
             ("--queue-timeout", self.queueTimeout), ("--response-timeout", self.responseTimeout),
-            ("--grace", self.grace),
+            ("--grace", self.grace), ("--idle-release", self.idleRelease ?? 1),
         ]
         where !(value > 0 && value <= 86_400) {
             throw ValidationError("\(name) \(value) is not a number of seconds from 0 to 86400")
@@ -173,6 +182,7 @@ struct Bridge: AsyncParsableCommand {
         configuration.queueTimeout = .milliseconds(Int64(self.queueTimeout * 1000))
         configuration.responseTimeout = .milliseconds(Int64(self.responseTimeout * 1000))
         configuration.gracePeriod = .milliseconds(Int64(self.grace * 1000))
+        configuration.idleRelease = self.idleRelease.map { .milliseconds(Int64($0 * 1000)) }
         configuration.allowRemote = self.allowRemote
         configuration.socketMode = access.mode
         configuration.socketGroup = access.group
