@@ -1,3 +1,4 @@
+import AccessoryTestSupport
 import Foundation
 import Testing
 
@@ -127,16 +128,19 @@ struct BridgeCLITests {
         #expect(result.status == 0, "\(result)")
     }
 
-    /// `--idle-release 1` over a serial line (a socat pty pair, `serve` at the far end): while
-    /// the bridge holds the port another program is refused; a second after the last request the
+    /// `--idle-release 2` over a serial line (a socat pty pair, `serve` at the far end): while
+    /// the bridge holds the port another program is refused; two seconds after the last request the
     /// bridge lets go, the other program is answered directly, and the next request through the
     /// bridge takes the port again and is answered.
     @Test("--idle-release lets another program use the serial port between requests")
     func idleRelease() async throws {
+        // Long enough that the check of the held port (a CLI's start-up included) falls inside
+        // it, on a loaded machine and under a sanitizer too.
+        let idle = 2 * TimeBounds.factor
         try await SessionCLITests().withServedLine { device in
             let socket = self.scratch.file("idle.sock")
             let bridge = try startCLI(
-                ["bridge", "--device", device, "--listen", "unix:" + socket, "--idle-release", "1"],
+                ["bridge", "--device", device, "--listen", "unix:" + socket, "--idle-release", "\(idle)"],
                 scratch: self.scratch
             )
             defer {
@@ -155,12 +159,12 @@ struct BridgeCLITests {
             #expect(refused.status != 0, "the port was not held: \(refused)")
             let status = "http://accessory/.well-known/accessory-http/status"
             var released = false
-            for _ in 0..<40 where !released {
+            for _ in 0..<((idle + 3) * 10) where !released {
                 try await Task.sleep(for: .milliseconds(100))
                 let json = try await self.curl(["--unix-socket", socket, status])
                 released = json.stdoutText.contains("\"idleReleases\":1")
             }
-            #expect(released, "the bridge did not report a release within 4 s")
+            #expect(released, "the bridge did not report a release within \(idle + 3) s")
             let direct = try await runCLI(["--device", device, "get", "/status"], scratch: self.scratch)
             #expect(direct.status == 0, "another program could not use the released port: \(direct)")
             let again = try await self.curl(["--unix-socket", socket, "http://accessory/status"])
@@ -171,5 +175,41 @@ struct BridgeCLITests {
             let result = await bridge.finish(timeout: 10)
             #expect(result.status == 0, "\(result)")
         }
+    }
+
+    /// `--client-idle-timeout 1`: a client that connects and sends nothing is answered 408 and
+    /// closed after about a second (the default is 60); the next client is answered.
+    @Test("--client-idle-timeout answers a silent client 408, and the next client is answered")
+    func clientIdleTimeout() async throws {
+        let socket = self.scratch.file("silent.sock")
+        let bridge = try startCLI(
+            ["bridge", "--device", "emulator", "--listen", "unix:" + socket, "--client-idle-timeout", "1"],
+            scratch: self.scratch
+        )
+        defer {
+            bridge.signal(SIGKILL)
+            _ = bridge.process.waitUntilExitOrKill()
+        }
+        let up = await eventually { FileManager.default.fileExists(atPath: socket) || !bridge.isRunning }
+        guard up, bridge.isRunning, let silent = connectUnixSocket(socket) else {
+            Issue.record("the bridge did not start: \(await bridge.finish(timeout: 2))")
+            return
+        }
+        defer { close(silent) }
+        let started = ContinuousClock.now
+        let answer = await offPool { readToEnd(silent) }
+        let elapsed = ContinuousClock.now - started
+        #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer)")
+        #expect(elapsed < TimeBounds.scaled(.seconds(4)), "a 1 s idle timeout closed the client after \(elapsed)")
+        let next = try await self.curl(["--unix-socket", socket, "http://accessory/status"])
+        #expect(next.status == 0 && next.stdoutText.contains("\"model\""), "\(next)")
+        let refused = try await runCLI(
+            ["bridge", "--device", "emulator", "--listen", "unix:" + socket + "2", "--client-idle-timeout", "0"],
+            scratch: self.scratch
+        )
+        #expect(refused.status == 64 && refused.stderr.contains("--client-idle-timeout"), "\(refused)")
+        bridge.signal(SIGTERM)
+        let result = await bridge.finish(timeout: 10)
+        #expect(result.status == 0, "\(result)")
     }
 }

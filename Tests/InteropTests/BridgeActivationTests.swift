@@ -1,3 +1,4 @@
+import AccessoryTestSupport
 import Foundation
 import Glibc
 import Testing

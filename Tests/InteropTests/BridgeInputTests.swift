@@ -154,11 +154,3 @@ struct BridgeInputTests {
         return 0
     }
 }
-
-/// Runs blocking work on a thread outside Swift's cooperative pool (two threads on two cores):
-/// a test that blocks there in `read` would starve the bridge it talks to.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(returning: body()) }
-    }
-}

@@ -1,6 +1,7 @@
 import AccessoryCrypto
 import AccessoryEmulator
 import AccessoryResponder
+import AccessoryTestSupport
 import Glibc
 import NIOPosix  // for an event loop group; see the report: Package.swift should list it
 import Testing

@@ -73,6 +73,15 @@ struct Bridge: AsyncParsableCommand {
 
     @Option(
         name: .long,
+        help: ArgumentHelp(
+            "Seconds a client connection may stay silent, or leave a request head unfinished, before it is answered 408 and closed.",
+            valueName: "seconds"
+        )
+    )
+    var clientIdleTimeout: Double = 60
+
+    @Option(
+        name: .long,
         help: ArgumentHelp("unix: listeners: the socket file's mode, in octal (default 0660).", valueName: "mode")
     )
     var socketMode: String?
@@ -93,6 +102,7 @@ struct Bridge: AsyncParsableCommand {
         for (name, value) in [
             ("--queue-timeout", self.queueTimeout), ("--response-timeout", self.responseTimeout),
             ("--grace", self.grace), ("--idle-release", self.idleRelease ?? 1),
+            ("--client-idle-timeout", self.clientIdleTimeout),
         ]
         where !(value > 0 && value <= 86_400) {
             throw ValidationError("\(name) \(value) is not a number of seconds from 0 to 86400")
@@ -183,6 +193,7 @@ struct Bridge: AsyncParsableCommand {
         configuration.responseTimeout = .milliseconds(Int64(self.responseTimeout * 1000))
         configuration.gracePeriod = .milliseconds(Int64(self.grace * 1000))
         configuration.idleRelease = self.idleRelease.map { .milliseconds(Int64($0 * 1000)) }
+        configuration.clientIdleTimeout = .milliseconds(Int64(self.clientIdleTimeout * 1000))
         configuration.allowRemote = self.allowRemote
         configuration.socketMode = access.mode
         configuration.socketGroup = access.group

@@ -1,4 +1,5 @@
 import AccessoryCrypto
+import AccessoryTestSupport
 import Glibc
 
 /// A private nginx serving a temporary document root on a unix socket, run as the current
