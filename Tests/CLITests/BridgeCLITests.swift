@@ -128,15 +128,13 @@ struct BridgeCLITests {
         #expect(result.status == 0, "\(result)")
     }
 
-    /// `--idle-release 2` over a serial line (a socat pty pair, `serve` at the far end): while
-    /// the bridge holds the port another program is refused; two seconds after the last request the
-    /// bridge lets go, the other program is answered directly, and the next request through the
-    /// bridge takes the port again and is answered.
+    /// `--idle-release 1` over a serial line (a socat pty pair, `serve` at the far end): while a
+    /// request runs through the bridge another program is refused the port; a second after its
+    /// client left the bridge lets go, the other program is answered directly, and the next request
+    /// through the bridge takes the port again and is answered.
     @Test("--idle-release lets another program use the serial port between requests")
     func idleRelease() async throws {
-        // Long enough that the check of the held port (a CLI's start-up included) falls inside
-        // it, on a loaded machine and under a sanitizer too.
-        let idle = 2 * TimeBounds.factor
+        let idle = 1
         try await SessionCLITests().withServedLine { device in
             let socket = self.scratch.file("idle.sock")
             let bridge = try startCLI(
@@ -152,14 +150,39 @@ struct BridgeCLITests {
                 Issue.record("the bridge did not start: \(await bridge.finish(timeout: 2))")
                 return
             }
-            let first = try await self.curl(["--unix-socket", socket, "http://accessory/status"])
-            #expect(first.status == 0 && first.stdoutText.contains("\"model\""), "\(first)")
-            // Held: a second program cannot open the port.
-            let refused = try await runCLI(["--device", device, "get", "/status"], scratch: self.scratch)
-            #expect(refused.status != 0, "the port was not held: \(refused)")
+            // Held while in use: a request through the bridge that lasts until it is ended below,
+            // however long another program takes to start on a loaded machine.
+            let curl = try #require(which("curl"), "curl is not installed; run scripts/bootstrap")
+            let slow = try Child(
+                executable: curl,
+                arguments: ["-sS", "--unix-socket", socket, "http://accessory/delay/60"],
+                environment: self.scratch.environment(),
+                stdin: nil
+            )
+            defer {
+                slow.signal(SIGKILL)
+                _ = slow.process.waitUntilExitOrKill()
+            }
             let status = "http://accessory/.well-known/accessory-http/status"
+            var running = false
+            for _ in 0..<(50 * TimeBounds.factor) where !running {
+                let json = try await self.curl(["--unix-socket", socket, status])
+                // Admitted is not enough: the port is taken once the link has opened.
+                running = json.stdoutText.contains("\"active\":1") && json.stdoutText.contains("\"opens\":1")
+                if !running { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(running, "the slow request never ran through the bridge")
+            let refused = try await runCLI(["--device", device, "get", "/status"], scratch: self.scratch)
+            let during = try await self.curl(["--unix-socket", socket, status])
+            #expect(
+                refused.status != 0,
+                "the port was not held while a request ran: \(refused)\nbridge: \(during.stdoutText)"
+            )
+            // The client leaves; its exchange is abandoned, and the idle time counts from then.
+            slow.signal(SIGKILL)
+            _ = slow.process.waitUntilExitOrKill()
             var released = false
-            for _ in 0..<((idle + 3) * 10) where !released {
+            for _ in 0..<((idle + 3) * 10 * TimeBounds.factor) where !released {
                 try await Task.sleep(for: .milliseconds(100))
                 let json = try await self.curl(["--unix-socket", socket, status])
                 released = json.stdoutText.contains("\"idleReleases\":1")
@@ -190,8 +213,13 @@ struct BridgeCLITests {
             bridge.signal(SIGKILL)
             _ = bridge.process.waitUntilExitOrKill()
         }
-        let up = await eventually { FileManager.default.fileExists(atPath: socket) || !bridge.isRunning }
-        guard up, bridge.isRunning, let silent = connectUnixSocket(socket) else {
+        // The socket file exists from bind(2), before listen(2): connect until it is accepted.
+        var connected: CInt?
+        _ = await eventually {
+            connected = connectUnixSocket(socket)
+            return connected != nil || !bridge.isRunning
+        }
+        guard bridge.isRunning, let silent = connected else {
             Issue.record("the bridge did not start: \(await bridge.finish(timeout: 2))")
             return
         }

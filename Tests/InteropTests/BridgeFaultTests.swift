@@ -146,6 +146,33 @@ struct BridgeFaultTests {
         }
     }
 
+    /// A client killed while the accessory has not begun its answer (nothing to write, so no
+    /// failed write tells) is given up when its connection closes: the next client's answer
+    /// does not wait for the device or the link's idle timeout (30 s). 16 tries.
+    @Test("16 clients killed while the accessory is silent: the next request is answered at once")
+    func killedWhileWaitingForTheHead() async throws {
+        try await withBridge { fixture in
+            var slowest = Duration.zero
+            for round in 0..<16 {
+                let waiting = try Subprocess(
+                    [Self.curl, "-sS", "--unix-socket", fixture.socket, "http://accessory/delay/60"],
+                    logPath: fixture.directory.path("waiting-\(round).log")
+                )
+                let admitted = await waitUntil(timeout: TimeBounds.scaled(.seconds(10))) {
+                    fixture.bridge.status.active == 1
+                }
+                kill(waiting.pid, SIGKILL)
+                waiting.stop()
+                try #require(admitted, "round \(round): the request never reached the link: \(waiting.log)")
+                let (output, elapsed) = try await self.status(fixture)
+                #expect(output.hasPrefix("HTTP/1.1 200") && output.contains("EMU0001"), "round \(round): \(output)")
+                slowest = max(slowest, elapsed)
+            }
+            #expect(slowest < TimeBounds.scaled(.seconds(1)), "the slowest /status after a kill took \(slowest)")
+            print("bridge: 16 clients killed while the accessory was silent; slowest next /status \(slowest)")
+        }
+    }
+
     @Test("shutdown lets an exchange under way finish, then refuses new connections")
     func gracefulShutdown() async throws {
         let fixture = try await BridgeFixture()

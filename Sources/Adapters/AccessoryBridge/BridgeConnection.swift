@@ -32,8 +32,18 @@ struct BridgeConnection: Sendable {
         do {
             try await channel.executeThenClose { inbound, outbound in
                 let (requests, queue) = AsyncStream<(HTTPRequestHead, RequestBodyRelay?)>.makeStream()
+                // The channel closing under us is the client gone for good (on a unix socket a
+                // peer that closed, or was killed, shows as a hang-up and NIO closes the channel;
+                // a half-close only ends the input): its exchange is given up at once, instead
+                // of holding the link until the device answers or the idle timeout.
+                let (closed, closing) = AsyncStream<Never>.makeStream()
+                channel.channel.closeFuture.whenComplete { _ in closing.finish() }
                 await withTaskGroup(of: Ending.self) { group in
                     group.addTask { await self.read(inbound, into: queue, outbound: outbound) }
+                    group.addTask {
+                        for await _ in closed {}
+                        return Task.isCancelled ? .responderDone : .clientFailed
+                    }
                     group.addTask {
                         for await (head, relay) in requests {
                             guard self.tracker.begin(self.id) else { break }  // draining: no new exchange
