@@ -213,12 +213,19 @@ public final class AccessoryBridge: Sendable {
     /// Releases the device each time the link has been idle for `idle` (see
     /// ``Configuration/idleRelease``); requests that arrive meanwhile wait for the release to end.
     private func releaseWhenIdle(after idle: Duration) async {
+        // The quiet spell already dealt with: the loop then sleeps a whole `idle` at a time
+        // until a request starts another, instead of waking every few milliseconds.
+        var handled: ContinuousClock.Instant?
         while !Task.isCancelled {
-            let waited = self.admission.idleFor ?? .zero
-            guard (try? await Task.sleep(for: max(.milliseconds(50), idle - waited))) != nil else { return }
-            guard let quiet = self.admission.idleFor, quiet >= idle, self.admission.closeIfIdle() else { continue }
+            let since = self.admission.idleSince
+            let wait = since.map { $0 == handled ? idle : idle - $0.duration(to: .now) } ?? idle
+            guard (try? await Task.sleep(for: max(.milliseconds(50), wait))) != nil else { return }
+            guard let quiet = self.admission.idleSince, quiet != handled, quiet.duration(to: .now) >= idle,
+                self.admission.closeIfIdle()
+            else { continue }
             let released = await self.client.releaseTransport()
             self.admission.reopen()
+            handled = self.admission.idleSince
             if released {
                 self.statistics.releasedIdle()
                 self.logger.info("released \(self.configuration.device) after \(idle) without a request")

@@ -81,8 +81,8 @@ final class BridgeAdmission: Sendable {
         next?.continuation.resume(returning: true)
     }
 
-    /// How long no exchange has run nor waited; `nil` while one does.
-    var idleFor: Duration? { self.state.withLock { $0.idleSince.map { $0.duration(to: .now) } } }
+    /// Since when no exchange has run nor waited; `nil` while one does.
+    var idleSince: ContinuousClock.Instant? { self.state.withLock { $0.idleSince } }
 
     /// Stops admitting (requests that arrive wait) if nothing runs or waits now; returns
     /// whether it did. Every `true` must be followed by one ``reopen()``.
