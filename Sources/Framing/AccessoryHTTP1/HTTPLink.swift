@@ -165,7 +165,7 @@ public final class HTTPLink: Sendable {
         {
             (connection, exchange, reused) = (existing, started, true)
         } else {
-            connection = try await self.openConnection(deadline: nioDeadline)
+            connection = try await self.openConnection()
             guard
                 let started = try await self.startExchange(
                     on: connection,
@@ -408,12 +408,12 @@ public final class HTTPLink: Sendable {
     /// Opens a new connection (the current one, if any, has been found unusable and forgotten):
     /// a new stream on the stream the link gave up, if it stayed open for that, else the
     /// transport opened again.
-    private func openConnection(deadline: NIODeadline?) async throws -> Connection {
+    private func openConnection() async throws -> Connection {
         _ = try self.existingConnection()
         if let parked = self.state.withLock({ state in
             defer { state.parked = nil }; return state.parked
         }) {
-            if let renewed = try await self.renew(parked, deadline: deadline) { return renewed }
+            if let renewed = try await self.renew(parked) { return renewed }
         }
         let isReopen = self.state.withLock { $0.opens > 0 }
         let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
@@ -421,7 +421,7 @@ public final class HTTPLink: Sendable {
             transport: self.transport,
             configuration: self.configuration,
             eventLoop: self.eventLoop
-        ).open(discardingInput: mustSettle, deadline: deadline)
+        ).open(discardingInput: mustSettle)
         let connection = Connection(stream: opened.stream, pipeline: opened.pipeline)
         if mustSettle {
             let handler = connection.handler
@@ -438,7 +438,7 @@ public final class HTTPLink: Sendable {
     /// Starts a new stream on `parked`. Returns `nil` if its channel closed meanwhile (the
     /// transport is then opened again); throws if the device did not take the new stream (the
     /// channel is closed, and the next request opens the transport again).
-    private func renew(_ parked: Connection, deadline: NIODeadline?) async throws -> Connection? {
+    private func renew(_ parked: Connection) async throws -> Connection? {
         guard parked.stream.channel.isActive else {
             self.close(parked)
             return nil
@@ -449,7 +449,7 @@ public final class HTTPLink: Sendable {
                 transport: self.transport,
                 configuration: self.configuration,
                 eventLoop: self.eventLoop
-            ).renew(parked.stream, replacing: parked.pipeline, deadline: deadline)
+            ).renew(parked.stream, replacing: parked.pipeline)
         } catch {
             let wasOpen = parked.stream.channel.isActive
             self.close(parked)

@@ -14,19 +14,13 @@ struct LinkOpener: Sendable {
 
     /// - Parameter discardingInput: start the guard in discard mode, so that stale bytes that
     ///   arrive before ``HTTPLinkHandler/settle()`` takes over are dropped, not reported as stray.
-    ///   - deadline: the caller's: the wait ends by then (`exchange-timeout`) if the open
-    ///     timeout comes later.
-    func open(
-        discardingInput: Bool,
-        deadline: NIODeadline? = nil
-    ) async throws -> (stream: OpenedByteStream, pipeline: LinkPipeline) {
+    func open(discardingInput: Bool) async throws -> (stream: OpenedByteStream, pipeline: LinkPipeline) {
         let transport = self.transport
         let configure = self.configure(discardingInput: discardingInput)
         do {
             let opened = try await Self.race(
                 "opening \(transport)",
                 timeout: self.configuration.openTimeout,
-                deadline: deadline,
                 cancelled: "the request was cancelled while the link was opening",
                 discard: { $0.stream.channel.close(promise: nil) },
                 { try await transport.open(on: self.eventLoop, building: configure) }
@@ -40,11 +34,7 @@ struct LinkOpener: Sendable {
     /// Starts a new stream on `stream`, which the link gave up but which stayed open (a session
     /// restarted in band, ``OpenedByteStream/renewal``): `old`'s handlers leave the pipeline and
     /// fresh ones are built, within the open timeout. On failure the caller closes the stream.
-    func renew(
-        _ stream: OpenedByteStream,
-        replacing old: LinkPipeline,
-        deadline: NIODeadline? = nil
-    ) async throws -> LinkPipeline {
+    func renew(_ stream: OpenedByteStream, replacing old: LinkPipeline) async throws -> LinkPipeline {
         let configure = self.configure(discardingInput: false)
         let channel = stream.channel
         do {
@@ -58,7 +48,6 @@ struct LinkOpener: Sendable {
             return try await Self.race(
                 "restarting the session on \(self.transport)",
                 timeout: self.configuration.openTimeout,
-                deadline: deadline,
                 cancelled: "the request was cancelled while the link was restarting its session",
                 discard: { _ in channel.close(promise: nil) },
                 { try await stream.renew(building: configure) }
@@ -137,24 +126,10 @@ struct LinkOpener: Sendable {
     private static func race<Output: Sendable>(
         _ what: String,
         timeout: Duration,
-        deadline: NIODeadline?,
         cancelled: String,
         discard: @escaping @Sendable (Output) -> Void,
         _ operation: @escaping @Sendable () async throws -> Output
     ) async throws -> Output {
-        // Whichever ends first: the open timeout, or the caller's deadline (a request's timeout
-        // covers the open it waits for: a session handshake that never gets its answer must not
-        // hold the call for the whole open timeout).
-        let left = deadline.map { Duration.nanoseconds(max(0, ($0 - .now()).nanoseconds)) }
-        let deadlineFirst = left.map { $0 < timeout } ?? false
-        let wait = deadlineFirst ? (left ?? timeout) : timeout
-        let expired =
-            deadlineFirst
-            ? HTTPLinkError(
-                .exchangeTimeout,
-                "the request's deadline passed while \(what) (the exchange had not begun)"
-            )
-            : HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)")
         let outcome = OpenOutcome<Output>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
@@ -168,8 +143,10 @@ struct LinkOpener: Sendable {
                     }
                 }
                 let timer = Task {
-                    try await Task.sleep(for: wait)
-                    if outcome.resume(with: .failure(expired)) {
+                    try await Task.sleep(for: timeout)
+                    if outcome.resume(
+                        with: .failure(HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)"))
+                    ) {
                         opening.cancel()
                     }
                 }
