@@ -55,6 +55,11 @@ let package = Package(
             name: "CCRC32C",
             path: "Sources/System/CCRC32C"
         ),
+        // Linux native AIO system calls (glibc has no wrappers), for FunctionFS endpoint files.
+        .target(
+            name: "CLinuxAIO",
+            path: "Sources/System/CLinuxAIO"
+        ),
         .target(
             name: "AccessoryCrypto",
             dependencies: ["COpenSSL"],
@@ -87,6 +92,7 @@ let package = Package(
             name: "AccessoryFunctionFS",
             dependencies: [
                 "AccessoryTransport",
+                "CLinuxAIO",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

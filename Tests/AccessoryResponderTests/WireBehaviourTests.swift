@@ -151,6 +151,19 @@ struct WireBehaviourTests {
         }
     }
 
+    @Test func anUploadWithoutDigestReportsItsLengthOnly() async throws {
+        try await LinkFixture.withLink { link in
+            try await link.send(
+                "POST /upload?digest=none HTTP/1.1\r\nHost: accessory\r\nContent-Length: 11\r\n\r\nhello world"
+            )
+            let response = try await link.readResponse()
+            #expect(response.status == 200)
+            let json = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any]
+            #expect(json?["length"] as? Int == 11)
+            #expect(json?["sha256"] == nil)
+        }
+    }
+
     @Test func expectContinueWithoutReadingTheBodyClosesTheLink() async throws {
         try await LinkFixture.withLink { link in
             try await link.send(

@@ -164,8 +164,10 @@ enum ResponderPipeline {
             ].compactMap { $0 } + streamHandlers.handlers.compactMap { try? sync.context(handler: $0) }
         streamHandlers.handlers = []
         let removals = contexts.map { sync.removeHandler(context: $0) }
+        // The future completes on the channel's event loop, where the holder belongs.
+        let boundHandlers = NIOLoopBound(streamHandlers, eventLoop: channel.eventLoop)
         return EventLoopFuture.andAllSucceed(removals, on: channel.eventLoop).flatMapThrowing {
-            streamHandlers.handlers = try streamLayer?(channel) ?? []
+            boundHandlers.value.handlers = try streamLayer?(channel) ?? []
             return try self.addDetector(channel, configuration: configuration)
         }
     }

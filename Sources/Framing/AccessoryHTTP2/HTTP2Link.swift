@@ -260,6 +260,7 @@ public final class HTTP2Link: Sendable {
             ),
             HTTP2Setting(parameter: .maxHeaderListSize, value: configuration.limits.maxHeaderBlockSize),
         ]
+        let pipelineSettings = settings
         do {
             let (stream, multiplexer) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
                 try await self.transport.open(
@@ -273,7 +274,7 @@ public final class HTTP2Link: Sendable {
                             }
                             return try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
                                 mode: .client,
-                                configuration: settings
+                                configuration: pipelineSettings
                             ) { stream in
                                 // The device may not push (SETTINGS_ENABLE_PUSH 0); a stream it
                                 // starts anyway is closed.

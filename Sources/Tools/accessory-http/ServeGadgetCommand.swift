@@ -33,9 +33,22 @@ struct ServeGadget: AsyncParsableCommand {
     @OptionGroup var limits: ResponderOptions
     @Argument(help: ArgumentHelp("The functionfs mount point.", valueName: "dir")) var directory: String =
         "/dev/ffs-accessory"
+    @Option(
+        help: ArgumentHelp(
+            "USB transfers queued on each endpoint at once through the kernel's native AIO (1: one blocking read and one blocking write at a time).",
+            valueName: "count"
+        )
+    )
+    var transfersInFlight = 4
+
+    func validate() throws {
+        guard (1...64).contains(self.transfersInFlight) else {
+            throw ValidationError("--transfers-in-flight \(self.transfersInFlight) is not a count from 1 to 64")
+        }
+    }
 
     func run() async throws {
-        let (directory, verbose) = (self.directory, self.globals.verbose)
+        let (directory, verbose, inFlight) = (self.directory, self.globals.verbose, self.transfersInFlight)
         let configuration = self.limits.makeConfiguration()
         // The transport logs each link's life (enable, disable, unbind, bytes, why it ended): at
         // info level with -v, else warnings and errors only, on standard error.
@@ -45,7 +58,10 @@ struct ServeGadget: AsyncParsableCommand {
             return handler
         }
         try await runReportingErrors {
-            let transport = FunctionFSTransport(directory: directory)
+            var functionConfiguration = FunctionFSTransport.Configuration()
+            functionConfiguration.readsInFlight = inFlight
+            functionConfiguration.writesInFlight = inFlight
+            let transport = FunctionFSTransport(directory: directory, configuration: functionConfiguration)
             let emulator = EmulatedAccessory().handler
             // With -v, each request served is logged: the USB VM test reads it to see which
             // interface (which gadget function) carried a request.

@@ -8,7 +8,8 @@ import Synchronization
     import Musl
 #endif
 
-/// The three threads of a FunctionFS function: `ep0` events, `ep2` to the link, the link to `ep1`.
+/// The control thread of a FunctionFS function (`ep0` events), and what the reader
+/// (FunctionFSTransport+Reader.swift) and the writer (+Writer.swift) share.
 extension FunctionFSTransport {
     // MARK: Threads
 
@@ -100,54 +101,6 @@ extension FunctionFSTransport {
         return size > 0 ? size : 512
     }
 
-    /// `ep2` → the current link. Bytes read in one generation never reach another's link.
-    func runHostToDevice(_ output: CInt) {
-        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: self.configuration.readSize)
-        defer { buffer.deallocate() }
-        while true {
-            // The generation is taken only while the function is enabled: a read queued before
-            // an enable returns the bytes of that enable's generation, and taking the number
-            // earlier dropped the first request of a fresh boot as stale (2 of 2 in one CI run).
-            self.waitUntilEnabled()
-            let (generation, haltNow) = self.state.withLock { state -> (Int, Bool) in
-                guard let armedAt = state.outputHaltArmedAt, state.enabled, state.generation > armedAt else {
-                    return (state.generation, false)
-                }
-                state.outputHaltArmedAt = nil
-                return (state.generation, true)
-            }
-            if haltNow { self.haltOutputEndpoint(output, generation: generation) }
-            let count = read(output, buffer, self.configuration.readSize)
-            if count < 0 {
-                if errno == EINTR { continue }
-                // The endpoint was disabled under the read (ESHUTDOWN): by a host's open, which
-                // re-selects the interface (FunctionFS then reports only ENABLE), or by a
-                // disable or unbind. Wait for the control thread to count that enable.
-                self.waitForGenerationAfter(generation)
-                continue
-            }
-            if count == 0 { continue }  // a zero-length packet
-            var link: Link?
-            while link == nil {
-                let (current, stillSameGeneration) = self.state.withLock { state in
-                    (state.link?.generation == generation ? state.link : nil, state.generation == generation)
-                }
-                guard stillSameGeneration else { break }
-                link = current
-                if link == nil { usleep(1000) }
-            }
-            guard let link else { continue }  // a new host session began: the bytes are stale
-            var offset = 0
-            while offset < count {
-                let sent = send(link.descriptor, buffer + offset, count - offset, CInt(MSG_NOSIGNAL))
-                if sent < 0 && errno == EINTR { continue }
-                if sent <= 0 { break }
-                offset += sent
-            }
-            link.bytesIn.add(offset, ordering: .relaxed)
-        }
-    }
-
     /// Up to 100 ms for the control thread to see the host enable the function again.
     func waitForGenerationAfter(_ generation: Int) {
         for _ in 0..<100 {
@@ -171,51 +124,5 @@ extension FunctionFSTransport {
                 : "could not halt the bulk OUT endpoint (\(String(cString: strerror(errno))))",
             metadata: ["generation": "\(generation)"]
         )
-    }
-
-    /// The current link → `ep1`, with a zero-length packet after writes of whole packets.
-    func runDeviceToHost(_ input: CInt) {
-        let size = self.configuration.writeSize
-        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: size)
-        defer { buffer.deallocate() }
-        while true {
-            guard let link = self.state.withLock({ $0.link }) else {
-                usleep(2000)
-                continue
-            }
-            let count = read(link.descriptor, buffer, size)
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 {
-                self.end(link, because: "the responder closed it")
-                continue
-            }
-            // Bytes read for a link that has ended since (a new enable, a disable, an unbind) are
-            // the abandoned generation's: a new host must never receive them. Checked before
-            // each write; a write already under way when the endpoint is disabled fails.
-            guard self.state.withLock({ $0.link === link && $0.generation == link.generation }) else { continue }
-            var offset = 0
-            var failure: CInt?
-            while offset < count {
-                if offset > 0, !self.state.withLock({ $0.link === link }) { break }
-                let written = write(input, buffer + offset, count - offset)
-                if written < 0 && errno == EINTR { continue }
-                if written < 0 {
-                    failure = errno
-                    break
-                }
-                offset += written
-            }
-            link.bytesOut.add(offset, ordering: .relaxed)
-            if let failure {
-                self.end(link, because: "writing to the host failed (\(String(cString: strerror(failure))))")
-                continue
-            }
-            let packet = self.state.withLock { $0.maxPacketSize }
-            if self.configuration.zeroLengthPackets
-                && functionFSNeedsZeroLengthPacket(afterWriting: count, maxPacketSize: packet)
-            {
-                _ = write(input, buffer, 0)
-            }
-        }
     }
 }

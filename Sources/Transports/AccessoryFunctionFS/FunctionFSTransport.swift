@@ -16,8 +16,9 @@ import Synchronization
 /// The first ``open(on:configure:)`` writes the descriptors and strings to `ep0` (the gadget must
 /// be bound to a UDC only after that; see `scripts/usb-gadget`) and starts three threads: one
 /// reads `ep0` events, one carries host-to-device bytes from `ep2` into the current link, one
-/// carries the current link's bytes to `ep1` (with a zero-length packet after writes that fill
-/// whole packets).
+/// carries the current link's bytes to `ep1`. Both queue several transfers at once through the
+/// kernel's native AIO, as adbd does; a write of an abandoned generation is cancelled, and a
+/// zero-length packet follows a write that fills whole packets when nothing more follows at once.
 ///
 /// Each link lasts from the host enabling the function (configuration, or selecting the
 /// interface's alternate setting, which the USB host transport does on every open) until it is
@@ -37,9 +38,15 @@ public final class FunctionFSTransport: ByteStreamTransport {
         public var descriptors = FunctionFSDescriptors()
         /// The buffer of each `ep2` read, larger than any host transfer (64 KiB).
         public var readSize = 64 * 1024
+        /// Reads of `ep2` queued in the kernel at once through native AIO (4; 1 or less: one
+        /// blocking `read` at a time, which is also what a kernel without AIO gets).
+        public var readsInFlight = 4
         /// The largest write to `ep1` (64 KiB: in the USB VM a raw HTTP download from
         /// `serve-gadget` went from 47.6 MiB/s with 16 KiB writes to 85.5; docs/performance.md).
         public var writeSize = 64 * 1024
+        /// Writes to `ep1` queued in the kernel at once through native AIO (4; 1 or less: one
+        /// blocking `write` at a time, which is also what a kernel without AIO gets).
+        public var writesInFlight = 4
         /// Send a zero-length packet after a write that is a multiple of the packet size.
         public var zeroLengthPackets = true
 
