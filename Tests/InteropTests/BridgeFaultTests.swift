@@ -152,7 +152,7 @@ struct BridgeFaultTests {
     @Test("16 clients killed while the accessory is silent: the next request is answered at once")
     func killedWhileWaitingForTheHead() async throws {
         try await withBridge { fixture in
-            var slowest = Duration.zero
+            var times: [Duration] = []
             for round in 0..<16 {
                 let waiting = try Subprocess(
                     [Self.curl, "-sS", "--unix-socket", fixture.socket, "http://accessory/delay/60"],
@@ -166,10 +166,17 @@ struct BridgeFaultTests {
                 try #require(admitted, "round \(round): the request never reached the link: \(waiting.log)")
                 let (output, elapsed) = try await self.status(fixture)
                 #expect(output.hasPrefix("HTTP/1.1 200") && output.contains("EMU0001"), "round \(round): \(output)")
-                slowest = max(slowest, elapsed)
+                times.append(elapsed)
             }
-            #expect(slowest < TimeBounds.scaled(.seconds(1)), "the slowest /status after a kill took \(slowest)")
-            print("bridge: 16 clients killed while the accessory was silent; slowest next /status \(slowest)")
+            // Judged by the median and the slowest: alone each takes 20-55 ms; beside the other
+            // interop suites (nginx, h2load) one curl took 1.07 s to start and answer once. Before
+            // the fix, each waited for the link's idle timeout (30 s).
+            times.sort()
+            #expect(times[times.count / 2] < TimeBounds.scaled(.milliseconds(500)), "next /status times: \(times)")
+            #expect(times[times.count - 1] < TimeBounds.scaled(.seconds(3)), "next /status times: \(times)")
+            print(
+                "bridge: 16 clients killed while the accessory was silent; next /status median \(times[times.count / 2]), slowest \(times[times.count - 1])"
+            )
         }
     }
 
