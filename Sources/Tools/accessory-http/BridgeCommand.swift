@@ -114,9 +114,7 @@ struct Bridge: AsyncParsableCommand {
     func run() async throws {
         let verbose = self.globals.verbose
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = verbose ? .debug : .info
-            return handler
+            ServiceLogHandler(label: label, level: verbose ? .debug : .info)
         }
         let options = self
         try await runReportingErrors {

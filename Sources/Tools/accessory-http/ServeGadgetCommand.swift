@@ -53,9 +53,7 @@ struct ServeGadget: AsyncParsableCommand {
         // The transport logs each link's life (enable, disable, unbind, bytes, why it ended): at
         // info level with -v, else warnings and errors only, on standard error.
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = verbose ? .info : .warning
-            return handler
+            ServiceLogHandler(label: label, level: verbose ? .info : .warning)
         }
         try await runReportingErrors {
             var functionConfiguration = FunctionFSTransport.Configuration()
@@ -69,7 +67,9 @@ struct ServeGadget: AsyncParsableCommand {
                 configuration: configuration,
                 handler: { request in
                     if verbose {
-                        StandardError.write("* request \(request.head.method.rawValue) \(request.head.path ?? "")\n")
+                        StandardError.write(
+                            "\(ServiceLogHandler.timestamp()) * request \(request.head.method.rawValue) \(request.head.path ?? "")\n"
+                        )
                     }
                     return try await emulator(request)
                 }

@@ -20,15 +20,7 @@ extension FunctionFSTransport {
     /// queued in; FunctionFS completes an endpoint's requests in order and fails those still
     /// queued when it disables the endpoint, so bytes that arrive belong to that generation.
     func runHostToDevice(_ output: CInt) {
-        var failure: CInt = 0
-        guard self.configuration.readsInFlight > 1,
-            let aio = EndpointAIO(depth: self.configuration.readsInFlight, failure: &failure)
-        else {
-            if failure != 0 {
-                self.logger.warning(
-                    "no native AIO in this kernel (\(String(cString: strerror(failure)))): reading ep2 one request at a time"
-                )
-            }
+        guard let aio = self.makeEndpointAIO(depth: self.configuration.readsInFlight, for: "reading ep2") else {
             self.runHostToDeviceBlocking(output)
             return
         }

@@ -101,6 +101,18 @@ extension FunctionFSTransport {
         return size > 0 ? size : 512
     }
 
+    /// Native AIO for `depth` transfers, or nil for one blocking transfer at a time: when
+    /// `depth` is 1 or less, or the kernel has no AIO (logged as a warning naming `purpose`).
+    func makeEndpointAIO(depth: Int, for purpose: String) -> EndpointAIO? {
+        guard depth > 1 else { return nil }
+        var failure: CInt = 0
+        if let aio = EndpointAIO(depth: depth, failure: &failure) { return aio }
+        self.logger.warning(
+            "no native AIO in this kernel (\(String(cString: strerror(failure)))): \(purpose) one request at a time"
+        )
+        return nil
+    }
+
     /// Up to 100 ms for the control thread to see the host enable the function again.
     func waitForGenerationAfter(_ generation: Int) {
         for _ in 0..<100 {

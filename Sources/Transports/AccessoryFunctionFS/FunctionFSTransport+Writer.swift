@@ -26,15 +26,7 @@ extension FunctionFSTransport {
     /// Writes of an abandoned generation (a disable, unbind or new enable since) are cancelled
     /// with `io_cancel`, and no byte read for one link is queued once another has replaced it.
     func runDeviceToHost(_ input: CInt) {
-        var failure: CInt = 0
-        guard self.configuration.writesInFlight > 1,
-            let aio = EndpointAIO(depth: self.configuration.writesInFlight, failure: &failure)
-        else {
-            if failure != 0 {
-                self.logger.warning(
-                    "no native AIO in this kernel (\(String(cString: strerror(failure)))): writing to ep1 one request at a time"
-                )
-            }
+        guard let aio = self.makeEndpointAIO(depth: self.configuration.writesInFlight, for: "writing to ep1") else {
             self.runDeviceToHostBlocking(input)
             return
         }
