@@ -1,4 +1,5 @@
 import AccessoryCrypto
+import AccessoryTestSupport
 import Dispatch
 import Foundation
 import Synchronization
@@ -396,8 +397,10 @@ func startCLI(_ arguments: [String], scratch: Scratch, env: [String: String] = [
     )
 }
 
-/// Polls `condition` every 20 ms for up to `timeout` seconds.
-func eventually(timeout: Double = 10, _ condition: () -> Bool) async -> Bool {
+/// Polls `condition` every 20 ms for up to `timeout` seconds. The default is a liveness wait
+/// (a child starting up, a socket appearing), not a bound on behaviour: under a sanitizer, with
+/// a dozen instrumented children starting at once on two cores, start-up alone took over 10 s.
+func eventually(timeout: Double = TimeBounds.sanitized ? 40 : 10, _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
     while ContinuousClock.now < deadline {
         if condition() { return true }
