@@ -43,8 +43,9 @@ struct DeadlineTests {
     }
 
     @Test func theDeadlineEndsTheCallWhileTheDeviceTrickles() async throws {
-        let device = ScriptedDevice([Self.trickle, Self.ok])
+        let device = ScriptedDevice([warmUpSteps + Self.trickle, Self.ok])
         try await withLink(device.transport, configuration: Self.trickleConfiguration()) { (link) async throws in
+            try await warmUp(link)
             let (failure, elapsed) = await slow(link, deadline: .seconds(1))
             #expect(failure?.code == .exchangeTimeout)
             // The drain of the rest (bounded by drainTimeout, 3 s here) no longer runs on the
@@ -113,8 +114,9 @@ struct DeadlineTests {
             .sleep(milliseconds: 300), .write("abcdefghij"),
             .readRequest, .respond { Reply.ok("ok " + $0.path) },
         ]
-        let device = ScriptedDevice([Array(repeating: round, count: 16).flatMap { $0 }])
+        let device = ScriptedDevice([warmUpSteps + Array(repeating: round, count: 16).flatMap { $0 }])
         try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            try await warmUp(link)
             let clock = ContinuousClock()
             for index in 0..<16 {
                 let (failure, elapsed) = await slow(link, deadline: .milliseconds(100))

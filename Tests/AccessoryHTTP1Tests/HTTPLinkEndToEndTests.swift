@@ -107,6 +107,16 @@ func testConfiguration() -> LinkConfiguration {
     return configuration
 }
 
+/// Opens `link` with an exchange of its own (the device's script starts with ``warmUpSteps``),
+/// for tests whose first request has a short deadline: a request's deadline also bounds the open
+/// it waits for, which a loaded, sanitized run can stretch past 100 ms.
+func warmUp(_ link: HTTPLink) async throws {
+    #expect(try await link.fetch("/warm-up").body == "ok /warm-up")
+}
+
+/// The device's side of ``warmUp(_:)``.
+let warmUpSteps: [DeviceStep] = [.readRequest, .respond { Reply.ok("ok " + $0.path) }]
+
 /// Everything over a real socketpair, against a device that follows a script.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct HTTPLinkEndToEndTests {
@@ -770,8 +780,11 @@ struct HTTPLinkEndToEndTests {
     // MARK: Deadlines, cancellation in line, shutdown
 
     @Test func deadlineBeforeHeadReopens() async throws {
-        let device = ScriptedDevice([[.readRequest, .sleep(milliseconds: 1000), .write(Reply.ok("late"))], ok])
+        let device = ScriptedDevice([
+            warmUpSteps + [.readRequest, .sleep(milliseconds: 1000), .write(Reply.ok("late"))], ok,
+        ])
         try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            try await warmUp(link)
             let clock = ContinuousClock()
             let elapsed = await clock.measure {
                 #expect(
@@ -791,13 +804,14 @@ struct HTTPLinkEndToEndTests {
 
     @Test func deadlineInBodyDrainsAndKeepsLink() async throws {
         let device = ScriptedDevice([
-            [
+            warmUpSteps + [
                 .readRequest, .write(Reply.head(contentLength: 20) + Array("0123456789".utf8)),
                 .sleep(milliseconds: 600), .write("abcdefghij"),
                 .readRequest, .respond { Reply.ok("after " + $0.path) },
             ]
         ])
         try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            try await warmUp(link)
             #expect(
                 await linkErrorCode {
                     _ = try await link.execute(
@@ -813,10 +827,13 @@ struct HTTPLinkEndToEndTests {
 
     @Test func earlyResponseWhileDeviceIgnoresUploadIsBoundedByDeadline() async throws {
         // The device answers without reading a large streamed body; the request cannot finish.
-        let device = ScriptedDevice([[.readHead, .write(Reply.ok("early")), .sleep(milliseconds: 3000)], ok])
+        let device = ScriptedDevice([
+            warmUpSteps + [.readHead, .write(Reply.ok("early")), .sleep(milliseconds: 3000)], ok,
+        ])
         var configuration = testConfiguration()
         configuration.idleTimeout = .seconds(20)
         try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            try await warmUp(link)
             let chunk = ByteBuffer(repeating: 0x55, count: 64 * 1024)
             let body = HTTPRequestBody.stream(length: nil) { writer in
                 for _ in 0..<256 { try await writer.write(chunk) }

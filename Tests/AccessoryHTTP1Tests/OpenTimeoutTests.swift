@@ -1,4 +1,5 @@
 import AccessoryHTTP1
+import AccessoryTestSupport
 import AccessoryTransport
 import HTTPTypes
 import NIOCore
@@ -19,6 +20,23 @@ private struct StuckTransport: ByteStreamTransport {
     }
 }
 
+/// A transport whose open takes `delay` before it opens `inner`, and ignores cancellation meanwhile
+/// (a serial adapter enumerating, a TLS or session handshake with a slow device).
+private struct SlowOpeningTransport: ByteStreamTransport {
+    let inner: any ByteStreamTransport
+    let delay: Duration
+    var description: String { "slow \(self.inner)" }
+
+    func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        let delay = self.delay
+        try await Task.detached { try await Task.sleep(for: delay) }.value
+        return try await self.inner.open(on: eventLoop, configure: configure)
+    }
+}
+
 @Suite("Opening the link")
 struct OpenTimeoutTests {
     @Test("the open timeout bounds a transport that ignores cancellation")
@@ -33,6 +51,33 @@ struct OpenTimeoutTests {
             (error as? HTTPLinkError)?.code == .openTimeout
         }
         #expect(ContinuousClock.now - started < .seconds(2.5))  // the stuck open lasts 3 s
+    }
+
+    /// The caller's deadline ends the call while the link opens, and the open goes on for the
+    /// next request, which is answered on it: the device sees one connection, not one given up
+    /// and another. Before, the call waited out the whole open (1 s) past its 300 ms deadline.
+    @Test("a deadline ends the call during the open, and the late open serves the next request")
+    func deadlineDuringTheOpen() async throws {
+        let device = ScriptedDevice([[.readRequest, .respond { Reply.ok("ok " + $0.path) }]])
+        let transport = SlowOpeningTransport(inner: device.transport, delay: .seconds(1))
+        var configuration = testConfiguration()
+        configuration.openTimeout = .seconds(10)
+        try await withLink(transport, configuration: configuration) { (link) async throws in
+            let started = ContinuousClock.now
+            let code = await linkErrorCode {
+                _ = try await link.execute(
+                    HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/first"),
+                    deadline: .now + .milliseconds(300)
+                ) { _ in () }
+            }
+            let ended = ContinuousClock.now - started
+            #expect(code == .exchangeTimeout)
+            #expect(ended < .milliseconds(300) + TimeBounds.scaled(.milliseconds(200)), "the call ended after \(ended)")
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(link.openCount == 1)
+            #expect(device.connectionCount == 1)
+            #expect(device.problems.isEmpty, "\(device.problems)")
+        }
     }
 
     @Test("cancelling the caller while the link opens ends the wait at once")

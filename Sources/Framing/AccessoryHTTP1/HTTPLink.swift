@@ -17,20 +17,20 @@ import Synchronization
 public final class HTTPLink: Sendable {
     public let transport: any ByteStreamTransport
     public let configuration: LinkConfiguration
-    private let eventLoop: any EventLoop
+    let eventLoop: any EventLoop
     /// Runs this link's exchanges (see ``execute(_:body:deadline:_:)``).
     public let taskExecutor: EventLoopTaskExecutor
     private let gate = FIFOGate()
-    private let state = Mutex(LinkState())
+    let state = Mutex(LinkState())
     private let nextExchangeID = Atomic<UInt64>(0)
 
-    private struct Connection: Sendable {
+    struct Connection: Sendable {
         let stream: OpenedByteStream
         let pipeline: LinkPipeline
         var handler: NIOLoopBound<HTTPLinkHandler> { self.pipeline.linkHandler }
     }
 
-    private struct LinkState {
+    struct LinkState {
         var connection: Connection?
         /// A stream the link gave up that stays open for a new session in band
         /// (``OpenedByteStream/renewal``), to be renewed by the next request.
@@ -44,6 +44,10 @@ public final class HTTPLink: Sendable {
         /// Streams closed by the link that may still be releasing (a child being reaped…),
         /// so that `shutdown` can wait for them too.
         var releasing: [ObjectIdentifier: OpenedByteStream] = [:]
+        /// An open under way, which requests join; it goes on when the request that started it
+        /// gives up (its deadline passed), and its connection serves the next request.
+        var pendingOpen: (id: Int, task: Task<Connection, any Error>)?
+        var openAttempts = 0
     }
 
     public init(
@@ -77,8 +81,9 @@ public final class HTTPLink: Sendable {
     /// the request and reading the response: the lowest latency for many small requests. Such
     /// a caller must not block while it has that preference.
     ///
-    /// - Parameter deadline: the call ends by then, waiting in line included: the exchange
-    ///   fails with `exchangeTimeout`, and what is left of it is cleared up behind the caller.
+    /// - Parameter deadline: the call ends by then, waiting in line and the link's open
+    ///   included: the exchange fails with `exchangeTimeout`, and what is left of it is cleared
+    ///   up behind the caller (an open under way goes on, and serves the next request).
     public func execute<Result: Sendable>(
         _ request: HTTPRequest,
         body: HTTPRequestBody = .none,
@@ -165,7 +170,7 @@ public final class HTTPLink: Sendable {
         {
             (connection, exchange, reused) = (existing, started, true)
         } else {
-            connection = try await self.openConnection()
+            connection = try await self.openConnection(deadline: nioDeadline)
             guard
                 let started = try await self.startExchange(
                     on: connection,
@@ -248,11 +253,16 @@ public final class HTTPLink: Sendable {
     /// process reaped, a serial line's settings restored). Exchanges in progress fail; later
     /// ones throw `.shutDown`.
     public func shutdown() async {
-        let (connection, parked): (Connection?, Connection?) = self.state.withLock { state in
-            state.isShutDown = true
-            defer { (state.connection, state.parked) = (nil, nil) }
-            return (state.connection, state.parked)
-        }
+        let (connection, parked, opening): (Connection?, Connection?, Task<Connection, any Error>?) =
+            self.state.withLock { state in
+                state.isShutDown = true
+                defer { (state.connection, state.parked) = (nil, nil) }
+                return (state.connection, state.parked, state.pendingOpen?.task)
+            }
+        // An open that outlived its request: it gives up (or closes what it opened) and is
+        // waited for, so that nothing it holds outlives the link.
+        opening?.cancel()
+        _ = await opening?.result
         if let connection {
             let handler = connection.handler
             self.eventLoop.execute { handler.value.close(reason: HTTPLinkError(.shutDown, "the link was shut down")) }
@@ -276,6 +286,8 @@ public final class HTTPLink: Sendable {
     public func releaseTransport() async -> Bool {
         guard (try? await self.waitInLine(until: nil)) != nil else { return false }
         defer { self.gate.leave() }
+        // An open whose request gave up may still be under way: it is let finish, then closed.
+        await self.waitForPendingOpen()
         let open = self.state.withLock { state in
             state.isShutDown ? [] : [state.connection, state.parked].compactMap { $0 }
         }
@@ -359,16 +371,6 @@ public final class HTTPLink: Sendable {
         if self.eventLoop.inEventLoop { body() } else { self.eventLoop.execute(body) }
     }
 
-    // MARK: Opening
-
-    /// The connection currently open, if any; throws once the link is shut down.
-    private func existingConnection() throws -> Connection? {
-        try self.state.withLock { state in
-            if state.isShutDown { throw HTTPLinkError(.shutDown, "the link was shut down") }
-            return state.connection
-        }
-    }
-
     /// Starts an exchange on `connection` in one event-loop hop. With `ifUsable`, returns `nil`
     /// (and forgets the connection) when the link is no longer usable, instead of starting.
     private func startExchange(
@@ -405,98 +407,8 @@ public final class HTTPLink: Sendable {
         return exchange
     }
 
-    /// Opens a new connection (the current one, if any, has been found unusable and forgotten):
-    /// a new stream on the stream the link gave up, if it stayed open for that, else the
-    /// transport opened again.
-    private func openConnection() async throws -> Connection {
-        _ = try self.existingConnection()
-        if let parked = self.state.withLock({ state in
-            defer { state.parked = nil }; return state.parked
-        }) {
-            if let renewed = try await self.renew(parked) { return renewed }
-        }
-        let isReopen = self.state.withLock { $0.opens > 0 }
-        let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
-        let opened = try await LinkOpener(
-            transport: self.transport,
-            configuration: self.configuration,
-            eventLoop: self.eventLoop
-        ).open(discardingInput: mustSettle)
-        let connection = Connection(stream: opened.stream, pipeline: opened.pipeline)
-        if mustSettle {
-            let handler = connection.handler
-            try await self.eventLoop.flatSubmit { handler.value.settle() }.get()
-        }
-        self.state.withLock { state in
-            state.connection = connection
-            state.opens += 1
-        }
-        self.configuration.tracer?.emit(.note(isReopen ? "reopened \(self.transport)" : "opened \(self.transport)"))
-        return connection
-    }
-
-    /// Starts a new stream on `parked`. Returns `nil` if its channel closed meanwhile (the
-    /// transport is then opened again); throws if the device did not take the new stream (the
-    /// channel is closed, and the next request opens the transport again).
-    private func renew(_ parked: Connection) async throws -> Connection? {
-        guard parked.stream.channel.isActive else {
-            self.close(parked)
-            return nil
-        }
-        let pipeline: LinkPipeline
-        do {
-            pipeline = try await LinkOpener(
-                transport: self.transport,
-                configuration: self.configuration,
-                eventLoop: self.eventLoop
-            ).renew(parked.stream, replacing: parked.pipeline)
-        } catch {
-            let wasOpen = parked.stream.channel.isActive
-            self.close(parked)
-            if !wasOpen, (error as? HTTPLinkError)?.code != .cancelled { return nil }
-            throw try await self.enrich(error, parked)
-        }
-        let connection = Connection(stream: parked.stream, pipeline: pipeline)
-        self.state.withLock { state in
-            state.connection = connection
-            state.renewals += 1
-        }
-        self.configuration.tracer?.emit(.note("started a new session on \(self.transport) (in band, not reopened)"))
-        return connection
-    }
-
-    /// The link is done with `connection`. A stream that can be renewed in band and is still
-    /// open is kept for the next request; any other is closed.
-    private func forget(_ connection: Connection) {
-        let stream = connection.stream
-        let parks: Bool = self.state.withLock { state in
-            if state.connection?.stream.channel === stream.channel { state.connection = nil }
-            guard stream.renewal != nil, stream.channel.isActive, !state.isShutDown else { return false }
-            if state.parked?.stream.channel !== stream.channel { state.parked = connection }
-            return true
-        }
-        if !parks { self.close(connection) }
-    }
-
-    /// Closes `connection`'s stream; `shutdown` waits until the transport released it.
-    private func close(_ connection: Connection) {
-        let stream = connection.stream
-        let key = ObjectIdentifier(stream.channel)
-        let isNew: Bool = self.state.withLock { state in
-            if state.connection?.stream.channel === stream.channel { state.connection = nil }
-            if state.parked?.stream.channel === stream.channel { state.parked = nil }
-            return state.releasing.updateValue(stream, forKey: key) == nil
-        }
-        stream.channel.close(promise: nil)
-        guard isNew else { return }
-        Task {
-            await stream.waitUntilReleased()
-            self.state.withLock { _ = $0.releasing.removeValue(forKey: key) }
-        }
-    }
-
     /// Adds what the transport knows (a child's stderr and exit status…) to link failures.
-    private func enrich(_ error: any Error, _ connection: Connection) async throws -> any Error {
+    func enrich(_ error: any Error, _ connection: Connection) async throws -> any Error {
         guard let linkError = error as? HTTPLinkError else {
             if error is CancellationError {
                 return HTTPLinkError(.cancelled, "the request was cancelled", underlying: error)
