@@ -20,23 +20,6 @@ private struct StuckTransport: ByteStreamTransport {
     }
 }
 
-/// A transport whose open takes `delay` before it opens `inner`, and ignores cancellation meanwhile
-/// (a serial adapter enumerating, a TLS or session handshake with a slow device).
-private struct SlowOpeningTransport: ByteStreamTransport {
-    let inner: any ByteStreamTransport
-    let delay: Duration
-    var description: String { "slow \(self.inner)" }
-
-    func open(
-        on eventLoop: any EventLoop,
-        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
-    ) async throws -> OpenedByteStream {
-        let delay = self.delay
-        try await Task.detached { try await Task.sleep(for: delay) }.value
-        return try await self.inner.open(on: eventLoop, configure: configure)
-    }
-}
-
 @Suite("Opening the link")
 struct OpenTimeoutTests {
     @Test("the open timeout bounds a transport that ignores cancellation")

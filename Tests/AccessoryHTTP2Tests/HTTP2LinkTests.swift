@@ -119,6 +119,30 @@ struct HTTP2LinkTests {
         #expect(head.status == .ok)
         await client.shutdown()
     }
+
+    /// A deadline that passes while the link opens ends the call then; the open goes on and the
+    /// next request is answered on it. Before, the call waited out the whole open (1 s).
+    @Test func aDeadlineDuringTheOpenEndsTheCallAndTheOpenServesTheNext() async throws {
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = .http2
+        let client = AccessoryClient(
+            transport: SlowOpeningTransport(
+                inner: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+                delay: .seconds(1)
+            ),
+            configuration: configuration
+        )
+        var request = try AccessoryRequest(url: "/status")
+        request.timeout = .milliseconds(300)
+        let started = ContinuousClock.now
+        await #expect(throws: AccessoryClientError.self) { _ = try await client.data(request) }
+        let ended = ContinuousClock.now - started
+        #expect(ended < .milliseconds(300) + TimeBounds.scaled(.milliseconds(200)), "the call ended after \(ended)")
+        let (head, _) = try await client.get("/status")
+        #expect(head.status == .ok)
+        #expect(client.http2?.openCount == 1)
+        await client.shutdown()
+    }
 }
 
 /// A reader that stops reading holds the device back: the stream stops returning flow-control

@@ -37,8 +37,8 @@ extension HTTPLink {
             state.pendingOpen = (id, task)
             return task
         }
-        return try await LinkOpener.wait(
-            for: opening,
+        return try await waitForOpen(
+            opening,
             until: deadline,
             expired:
                 "the request's deadline passed while opening \(self.transport) (the exchange had not begun; the open goes on for the next request)",

@@ -158,32 +158,32 @@ struct LinkOpener: Sendable {
     }
 }
 
-extension LinkOpener {
-    /// Waits for `opening` until `deadline` or the caller's cancellation, whichever comes first
-    /// (failing with `exchange-timeout` and `expired`, or `cancelled`); `opening` goes on either
-    /// way. Its own failure is the caller's.
-    static func wait<Output: Sendable>(
-        for opening: Task<Output, any Error>,
-        until deadline: NIODeadline?,
-        expired: @autoclosure () -> String,
-        cancelled: String
-    ) async throws -> Output {
-        let outcome = OpenOutcome<Output>()
-        let expiredError = HTTPLinkError(.exchangeTimeout, expired())
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
-                outcome.install(continuation)
-                Task { outcome.resume(with: await opening.result) }
-                guard let deadline else { return }
-                let timer = Task {
-                    try await Task.sleep(for: .nanoseconds(max(0, (deadline - .now()).nanoseconds)))
-                    outcome.resume(with: .failure(expiredError))
-                }
-                outcome.onFinish { timer.cancel() }
+/// Waits for `opening` until `deadline` or the caller's cancellation, whichever comes first
+/// (failing with `exchange-timeout` and `expired`, or `cancelled`); `opening` goes on either way,
+/// unlike `opening.value`, which a cancelled caller would still wait out. Its own failure is
+/// the caller's. Shared by the HTTP/1.1 and HTTP/2 links, whose opens outlive the request that
+/// started them.
+package func waitForOpen<Output: Sendable>(
+    _ opening: Task<Output, any Error>,
+    until deadline: NIODeadline?,
+    expired: @autoclosure () -> String = "",
+    cancelled: String
+) async throws -> Output {
+    let outcome = OpenOutcome<Output>()
+    let expiredError = HTTPLinkError(.exchangeTimeout, expired())
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
+            outcome.install(continuation)
+            Task { outcome.resume(with: await opening.result) }
+            guard let deadline else { return }
+            let timer = Task {
+                try await Task.sleep(for: .nanoseconds(max(0, (deadline - .now()).nanoseconds)))
+                outcome.resume(with: .failure(expiredError))
             }
-        } onCancel: {
-            outcome.resume(with: .failure(HTTPLinkError(.cancelled, cancelled)))
+            outcome.onFinish { timer.cancel() }
         }
+    } onCancel: {
+        outcome.resume(with: .failure(HTTPLinkError(.cancelled, cancelled)))
     }
 }
 

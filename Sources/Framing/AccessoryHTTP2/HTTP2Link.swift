@@ -218,27 +218,41 @@ public final class HTTP2Link: Sendable {
             case .shutDown:
                 throw HTTPLinkError(.shutDown, "the link was shut down")
             case .idle, .open:
-                let task = Task { try await self.open() }
+                // The open is a task of its own: a caller whose deadline passes (or who is
+                // cancelled) stops waiting for it, and it goes on for the next request, which
+                // finds the connection it made.
+                let task = Task {
+                    do {
+                        let connection = try await self.open()
+                        let kept = self.connection.withLock { state in
+                            guard case .opening = state else { return false }
+                            state = .open(connection)
+                            return true
+                        }
+                        if !kept {
+                            connection.channel.close(promise: nil)
+                            throw HTTPLinkError(.shutDown, "the link was shut down while it was opening")
+                        }
+                        return connection
+                    } catch {
+                        self.connection.withLock { state in
+                            if case .opening = state { state = .idle }
+                        }
+                        throw error
+                    }
+                }
                 state = .opening(task)
                 return .wait(task)
             }
         }
-        let task: Task<Connection, any Error>
         switch next {
         case .ready(let connection): return connection
-        case .wait(let opening): task = opening
-        }
-        do {
-            let connection = try await task.value
-            self.connection.withLock { state in
-                if case .opening = state { state = .open(connection) }
-            }
-            return connection
-        } catch {
-            self.connection.withLock { state in
-                if case .opening = state { state = .idle }
-            }
-            throw error
+        case .wait(let opening):
+            return try await waitForOpen(
+                opening,
+                until: nil,
+                cancelled: "the request was cancelled while the link was opening"
+            )
         }
     }
 
