@@ -36,6 +36,9 @@ enum DeviceStep: Sendable {
     /// Writes `count` bytes of `byte`, in 64 KiB writes (each counted as it completes).
     case writeRepeated(UInt8, count: Int)
     case sleep(milliseconds: Int)
+    /// Waits until the test signals `cue` (bounded by the I/O timeout): for a pause that must last
+    /// until something happened on the host, whatever the machine's load, where a sleep would race.
+    case wait(DeviceCue)
     /// Records a problem if request bytes are waiting unread (requests must come one at a time).
     case expectQuiet
     /// Closes the device end now.
@@ -52,6 +55,18 @@ extension [DeviceStep] {
             .readRequest, .write(Reply.head(contentLength: count)), .writeRepeated(byte, count: count),
             .readRequest, .respond { Reply.ok("after " + $0.path) },
         ]
+    }
+}
+
+/// A signal from the test to a device thread blocked in ``DeviceStep/wait(_:)``; each `signal()`
+/// releases one wait.
+final class DeviceCue: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func signal() { self.semaphore.signal() }
+
+    func wait(seconds: Int) -> Bool {
+        self.semaphore.wait(timeout: .now() + .seconds(seconds)) == .success
     }
 }
 
@@ -120,6 +135,7 @@ final class ScriptedDevice: Sendable {
 /// The device thread's blocking I/O on its end of the socketpair.
 private struct DeviceIO {
     let descriptor: CInt
+    let timeoutSeconds: Int
     let record: (@Sendable (inout ScriptedDevice.Connection) -> Void) -> Void
     var buffer: [UInt8] = []
     var last = DeviceRequest()
@@ -131,6 +147,7 @@ private struct DeviceIO {
         record: @escaping (@Sendable (inout ScriptedDevice.Connection) -> Void) -> Void
     ) {
         self.descriptor = descriptor
+        self.timeoutSeconds = timeoutSeconds
         self.record = record
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -202,6 +219,10 @@ private struct DeviceIO {
         case .close:
             _ = close(self.descriptor)
             self.closed = true
+        case .wait(let cue):
+            if !cue.wait(seconds: self.timeoutSeconds) {
+                throw Failure(description: "the device's cue never came")
+            }
         }
     }
 
