@@ -20,7 +20,11 @@ struct Bridge: AsyncParsableCommand {
             The accessory unreachable: 502; busy longer than --queue-timeout: 503 with Retry-After;
             no answer begun within --response-timeout: 504. One line per request is logged on
             standard error. SIGTERM or SIGINT: stop accepting, let exchanges under way finish
-            (up to --grace seconds), exit 0. See docs/bridge.md.
+            (up to --grace seconds), exit 0.
+            Without --listen, the accessories are the config file's [bridge NAME] sections (device,
+            listen, host, and these options' names as keys), one bridge each in this process;
+            SIGHUP reads the file again and starts, stops or restarts only the sections that
+            changed. See docs/bridge.md.
             """
     )
 
@@ -93,9 +97,6 @@ struct Bridge: AsyncParsableCommand {
     var socketGroup: String?
 
     func validate() throws {
-        guard !self.listen.isEmpty || getenv("LISTEN_FDS") != nil else {
-            throw ValidationError("give at least one listener: --listen unix:PATH or --listen tcp:127.0.0.1:PORT")
-        }
         for listener in self.listen where listener != "systemd" {
             do { _ = try BridgeListener(parsing: listener) } catch { throw ValidationError(error.message) }
         }
@@ -124,6 +125,23 @@ struct Bridge: AsyncParsableCommand {
 
     private func serve() async throws {
         Self.raiseDescriptorLimit()
+        if self.listen.isEmpty && getenv("LISTEN_FDS") == nil {
+            // No listener on the command line: the accessories are the config file's sections.
+            guard let config = try self.globals.loadConfig(), !config.bridges.isEmpty else {
+                throw CLIError(
+                    .usage,
+                    "give at least one listener: --listen unix:PATH or --listen tcp:127.0.0.1:PORT, or write [bridge NAME] sections in the config file (docs/bridge.md)"
+                )
+            }
+            guard self.globals.device == nil else {
+                throw CLIError(
+                    .usage,
+                    "--device needs --listen; without it the accessories are those of \(config.path)'s [bridge NAME] sections"
+                )
+            }
+            try await self.serveSections(config)
+            return
+        }
         let listeners = try self.parsedListeners()
         let (spec, _) = try self.globals.resolveDevice()
         // The emulator lives in this process: there is no device to share.
@@ -141,6 +159,21 @@ struct Bridge: AsyncParsableCommand {
                 )
             }
             StandardError.write("accessory-http bridge: serving \(spec) on \(listener)\n")
+        }
+        // SIGHUP must not end a bridge whose unit reloads it (the default action would): with
+        // the accessory given on the command line there is nothing to read again.
+        let reloads = SignalStream(SIGHUP)
+        let signals = reloads.signals
+        let ignored = Task {
+            for await _ in signals {
+                Logger(label: "accessory-http.bridge").info(
+                    "SIGHUP: nothing to reload (the accessory was given on the command line)"
+                )
+            }
+        }
+        defer {
+            ignored.cancel()
+            reloads.stop()
         }
         // SIGTERM and SIGINT end the work through cancellation (runReportingErrors): stop
         // accepting, let exchanges under way finish, then return.

@@ -13,7 +13,8 @@ import AccessoryUSB
 ///
 /// Known keys: `device` (a device spec), `host` (the Host header), `timeout` (seconds).
 /// An unknown key is an error that names the file and line, so a typo is never ignored.
-/// `[usb VID:PID]` starts a section of USB quirks for that device (see ConfigFile+USB.swift).
+/// `[usb VID:PID]` starts a section of USB quirks for that device (see ConfigFile+USB.swift);
+/// `[bridge NAME]` one accessory for `accessory-http bridge` (see ConfigFile+Bridge.swift).
 struct ConfigFile {
     var device: String?
     var host: String?
@@ -22,6 +23,8 @@ struct ConfigFile {
     var session: LinkOptions.Session?
     var http: LinkOptions.HTTPVersion?
     var usbQuirks: [String: USBQuirks] = [:]
+    /// `[bridge NAME]` sections, in file order (ConfigFile+Bridge.swift).
+    var bridges: [BridgeSection] = []
     var path: String
 
     static var defaultPath: String? {
@@ -39,21 +42,37 @@ struct ConfigFile {
         var config = ConfigFile(path: path)
         guard let text = readTextFile(path) else { return config }
         var section: String?
+        var inBridge = false
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = rawLine.trimmingSpaces()
+            let location = "\(path):\(index + 1)"
             if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("[bridge") {
+                let name = try Self.bridgeSection(line, at: location)
+                guard !config.bridges.contains(where: { $0.name == name }) else {
+                    throw CLIError(.usage, "\(location): a second [bridge \(name)] section (names must differ)")
+                }
+                config.bridges.append(BridgeSection(name: name, location: location))
+                (section, inBridge) = (nil, true)
+                continue
+            }
             if line.hasPrefix("[") {
-                section = try Self.usbSection(line, at: "\(path):\(index + 1)")
+                section = try Self.usbSection(line, at: location)
+                inBridge = false
                 if let section, config.usbQuirks[section] == nil { config.usbQuirks[section] = USBQuirks() }
                 continue
             }
             guard let equals = line.firstIndex(of: "=") else {
-                throw CLIError(.usage, "\(path):\(index + 1): expected 'key = value', found \"\(line)\"")
+                throw CLIError(.usage, "\(location): expected 'key = value', found \"\(line)\"")
             }
             let key = String(line[..<equals]).trimmingSpaces()
             let value = String(line[line.index(after: equals)...]).trimmingSpaces()
+            if inBridge {
+                try config.bridges[config.bridges.count - 1].set(key, value, at: location)
+                continue
+            }
             if let section {
-                try config.setUSBQuirk(key, value, device: section, at: "\(path):\(index + 1)")
+                try config.setUSBQuirk(key, value, device: section, at: location)
                 continue
             }
             switch key {
@@ -84,6 +103,7 @@ struct ConfigFile {
                 )
             }
         }
+        for bridge in config.bridges { try bridge.validate() }
         return config
     }
 

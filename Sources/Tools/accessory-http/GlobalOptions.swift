@@ -76,6 +76,12 @@ struct GlobalOptions: ParsableArguments {
                 """
             )
         }
+        return (try self.parseSpec(text, from: source, config: config), config)
+    }
+
+    /// Parses a device spec given by `source` (a flag, a variable, a file and line), with the
+    /// link options of the config file and of the flags applied.
+    func parseSpec(_ text: String, from source: String, config: ConfigFile?) throws(CLIError) -> DeviceSpec {
         var spec: DeviceSpec
         do {
             spec = try DeviceSpec(parsing: text)
@@ -87,7 +93,7 @@ struct GlobalOptions: ParsableArguments {
         if spec.link.http == .http1_1, let http = config?.http { spec.link.http = http }
         if self.session { spec.link.session = .on }
         if self.http2 { spec.link.http = .http2 }
-        return (spec, config)
+        return spec
     }
 
     func loadConfig() throws(CLIError) -> ConfigFile? {
@@ -121,12 +127,33 @@ struct GlobalOptions: ParsableArguments {
         compressed: Bool = false
     ) throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         let (spec, config) = try self.resolveDevice()
+        let (client, renderer) = try self.makeClient(
+            for: spec,
+            config: config,
+            host: self.host ?? config?.host,
+            redirects: redirects,
+            connectTimeout: connectTimeout,
+            compressed: compressed
+        )
+        return (client, config, renderer)
+    }
+
+    /// Builds a client for `spec` with this run's settings (`host`, when given, is the Host
+    /// header), and the `-v` trace renderer if there is one.
+    func makeClient(
+        for spec: DeviceSpec,
+        config: ConfigFile?,
+        host: String?,
+        redirects: RedirectPolicy = .default,
+        connectTimeout: Double? = nil,
+        compressed: Bool = false
+    ) throws(CLIError) -> (AccessoryClient, TraceRenderer?) {
         let transport = try self.tls.wrapClient(
             try Self.clientTransport(for: spec, config: config, verbose: self.verbose),
             spec: spec
         )
         var configuration = AccessoryClient.Configuration()
-        if let host = self.host ?? config?.host { configuration.link.host = host }
+        if let host { configuration.link.host = host }
         if let seconds = config?.timeout { configuration.defaultTimeout = .seconds(seconds) }
         configuration.redirects = redirects
         if let connectTimeout { configuration.link.openTimeout = .seconds(connectTimeout) }
@@ -137,6 +164,6 @@ struct GlobalOptions: ParsableArguments {
         if case .usb(let selector) = spec.kind, config?.usbQuirks[selector.description]?.titleCaseHeaderNames == true {
             configuration.link.titleCaseHeaderNames = true
         }
-        return (AccessoryClient(transport: transport, configuration: configuration), config, renderer)
+        return (AccessoryClient(transport: transport, configuration: configuration), renderer)
     }
 }

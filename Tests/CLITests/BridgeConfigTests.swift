@@ -1,0 +1,159 @@
+import AccessoryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `accessory-http bridge` with the config file's `[bridge NAME]` sections (issue 11): several
+/// accessories in one process, and SIGHUP reloading only what changed.
+@Suite("bridge: config file sections")
+struct BridgeConfigTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    private func curl(_ socket: String, _ path: String) async throws -> RunResult {
+        let curl = try #require(which("curl"), "curl is not installed; run scripts/bootstrap")
+        return try await run(
+            curl,
+            ["-sS", "--max-time", "20", "--unix-socket", socket, "http://accessory" + path],
+            scratch: self.scratch,
+            timeout: 30
+        )
+    }
+
+    /// The Host header the accessory saw for a request through `socket`, or nil if none answered.
+    private func hostSeen(through socket: String) async throws -> String? {
+        let echo = try await self.curl(socket, "/echo")
+        guard echo.status == 0,
+            let json = try? JSONSerialization.jsonObject(with: Data(echo.stdout)) as? [String: Any],
+            let headers = json["headers"] as? [String: String]
+        else { return nil }
+        return headers["host"]
+    }
+
+    /// Waits until `socket` answers (the socket file exists from bind(2), before listen(2)).
+    private func answers(_ socket: String, while child: Child) async -> Bool {
+        await eventually {
+            guard child.isRunning, FileManager.default.fileExists(atPath: socket) else { return !child.isRunning }
+            let fd = connectUnixSocket(socket)
+            if let fd { close(fd) }
+            return fd != nil
+        } && child.isRunning
+    }
+
+    private func section(_ name: String, host: String? = nil) -> String {
+        var text = "[bridge \(name)]\ndevice = emulator\nlisten = unix:\(self.scratch.file(name + ".sock"))\n"
+        if let host { text += "host = \(host)\n" }
+        return text + "\n"
+    }
+
+    @Test("two sections are two accessories; SIGHUP adds, removes and changes only what changed")
+    func sectionsAndReload() async throws {
+        let config = self.scratch.file("bridges.conf")
+        try (self.section("one") + self.section("two", host: "second")).write(
+            toFile: config,
+            atomically: true,
+            encoding: .utf8
+        )
+        let bridge = try startCLI(["bridge", "--config", config], scratch: self.scratch)
+        defer {
+            bridge.signal(SIGKILL)
+            _ = bridge.process.waitUntilExitOrKill()
+        }
+        let one = self.scratch.file("one.sock")
+        let two = self.scratch.file("two.sock")
+        let three = self.scratch.file("three.sock")
+        guard await self.answers(one, while: bridge), await self.answers(two, while: bridge) else {
+            Issue.record("the bridge did not start: \(await bridge.finish(timeout: 2))")
+            return
+        }
+        #expect(try await self.hostSeen(through: one) == "accessory")
+        #expect(try await self.hostSeen(through: two) == "second", "each section has its own Host")
+
+        // Reload: "two" removed, "three" added, "one" unchanged (moved in the file).
+        try (self.section("three", host: "third") + "# moved\n" + self.section("one")).write(
+            toFile: config,
+            atomically: true,
+            encoding: .utf8
+        )
+        bridge.signal(SIGHUP)
+        #expect(await self.answers(three, while: bridge), "the new section was not started: \(bridge.stderrSoFar)")
+        #expect(try await self.hostSeen(through: three) == "third")
+        #expect(
+            await eventually { !FileManager.default.fileExists(atPath: two) },
+            "the removed section's socket stayed"
+        )
+        #expect(try await self.curl(two, "/status").status != 0, "the removed section still answered")
+        #expect(try await self.hostSeen(through: one) == "accessory")
+        #expect(
+            !bridge.stderrSoFar.contains("[one] stopped"),
+            "an unchanged section was restarted: \(bridge.stderrSoFar)"
+        )
+
+        // A changed section is restarted with its new settings.
+        try (self.section("three", host: "changed") + self.section("one")).write(
+            toFile: config,
+            atomically: true,
+            encoding: .utf8
+        )
+        bridge.signal(SIGHUP)
+        let changed = await eventually { bridge.stderrSoFar.contains("[three] changed: stopping") }
+        #expect(changed, "\(bridge.stderrSoFar)")
+        #expect(await self.answers(three, while: bridge))
+        // The old bridge stops, then the new one binds: ask until the new one answers.
+        var host: String?
+        for _ in 0..<(100 * TimeBounds.factor) where host != "changed" {
+            host = try await self.hostSeen(through: three)
+            if host != "changed" { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(host == "changed", "the changed section still runs its old settings")
+
+        // A file that no longer parses changes nothing; the error names the file and line.
+        try "[bridge one]\ndevice = emulator\nlisten = unix:\(one)\nlisten-typo = 1\n".write(
+            toFile: config,
+            atomically: true,
+            encoding: .utf8
+        )
+        bridge.signal(SIGHUP)
+        #expect(await eventually { bridge.stderrSoFar.contains("listen-typo") }, "\(bridge.stderrSoFar)")
+        #expect(bridge.stderrSoFar.contains("\(config):4"), "\(bridge.stderrSoFar)")
+        #expect(try await self.hostSeen(through: one) == "accessory")
+        #expect(try await self.hostSeen(through: three) == "changed", "a bad reload stopped a section")
+
+        bridge.signal(SIGTERM)
+        let result = await bridge.finish(timeout: 10)
+        #expect(result.status == 0, "\(result)")
+        for socket in [one, three] {
+            #expect(!FileManager.default.fileExists(atPath: socket), "\(socket) was left behind")
+        }
+    }
+
+    @Test(
+        "a section without a listener, an unknown key, a duplicate name, and --device without --listen are usage errors"
+    )
+    func badSections() async throws {
+        let config = self.scratch.file("bad.conf")
+        let cases: [(text: String, extra: [String], expected: String)] = [
+            ("[bridge a]\ndevice = emulator\n", [], "\(config):1: [bridge a] has no 'listen"),
+            ("[bridge a]\nlisten = unix:/tmp/x.sock\n", [], "[bridge a] has no 'device"),
+            ("[bridge a]\ndevice = emulator\nlisten = unix:/tmp/x.sock\nport = 8\n", [], "\(config):4"),
+            (self.section("a") + self.section("a"), [], "a second [bridge a]"),
+            ("[bridge a b]\n", [], "expected a section '[bridge NAME]'"),
+            (self.section("a"), ["--device", "emulator"], "--device needs --listen"),
+        ]
+        for (text, extra, expected) in cases {
+            try text.write(toFile: config, atomically: true, encoding: .utf8)
+            let result = try await runCLI(["bridge", "--config", config] + extra, scratch: self.scratch)
+            #expect(result.status == 64, "\(text): \(result)")
+            #expect(result.stderr.contains(expected), "\(text): \(result.stderr)")
+        }
+        try "device = emulator\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let none = try await runCLI(["bridge", "--config", config], scratch: self.scratch)
+        #expect(none.status == 64 && none.stderr.contains("[bridge NAME]"), "\(none)")
+    }
+}
