@@ -133,6 +133,30 @@ struct BridgeConfigTests {
         }
     }
 
+    @Test("SIGHUP to a bridge given --device and --listen is logged, and it goes on serving")
+    func hangUpWithoutSections() async throws {
+        let socket = self.scratch.file("hup.sock")
+        let bridge = try startCLI(
+            ["bridge", "--device", "emulator", "--listen", "unix:" + socket],
+            scratch: self.scratch
+        )
+        defer {
+            bridge.signal(SIGKILL)
+            _ = bridge.process.waitUntilExitOrKill()
+        }
+        guard await self.answers(socket, while: bridge) else {
+            Issue.record("the bridge did not start: \(await bridge.finish(timeout: 2))")
+            return
+        }
+        bridge.signal(SIGHUP)
+        #expect(await eventually { bridge.stderrSoFar.contains("nothing to reload") }, "\(bridge.stderrSoFar)")
+        #expect(bridge.isRunning, "SIGHUP ended the bridge")
+        #expect(try await self.hostSeen(through: socket) == "accessory")
+        bridge.signal(SIGTERM)
+        let result = await bridge.finish(timeout: 10)
+        #expect(result.status == 0, "\(result)")
+    }
+
     @Test(
         "a section without a listener, an unknown key, a duplicate name, and --device without --listen are usage errors"
     )

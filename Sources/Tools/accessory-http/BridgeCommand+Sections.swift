@@ -17,6 +17,11 @@ extension Bridge {
     func serveSections(_ config: ConfigFile) async throws {
         let logger = Logger(label: "accessory-http.bridge")
         let supervisor = BridgeSupervisor(command: self, logger: logger)
+        // Before the listeners exist: a SIGHUP sent once clients can connect must find the
+        // handler (the default action would end the process); one that comes during the start
+        // waits in the stream.
+        let reloads = SignalStream(SIGHUP)
+        defer { reloads.stop() }
         // The first start is all or nothing: a section that cannot start fails the command.
         do {
             try await supervisor.apply(config, strict: true)
@@ -24,7 +29,6 @@ extension Bridge {
             await supervisor.stopAll()
             throw error
         }
-        let reloads = SignalStream(SIGHUP)
         for await _ in reloads.signals {
             logger.info("SIGHUP: reloading \(config.path)")
             do {
@@ -40,7 +44,6 @@ extension Bridge {
                 logger.error("reload: \(error); keeping the accessories that run")
             }
         }
-        reloads.stop()
         await supervisor.stopAll()
     }
 

@@ -151,17 +151,9 @@ struct Bridge: AsyncParsableCommand {
             client: client,
             configuration: try self.bridgeConfiguration(device: spec.description, http2: spec.link.http == .http2)
         )
-        let bound = try await Self.bind(bridge, listeners, client: client)
-        for listener in bound {
-            if !listener.isLocal {
-                StandardError.write(
-                    "accessory-http bridge: WARNING: \(listener) accepts connections from other machines; anyone who reaches it can use the accessory\n"
-                )
-            }
-            StandardError.write("accessory-http bridge: serving \(spec) on \(listener)\n")
-        }
         // SIGHUP must not end a bridge whose unit reloads it (the default action would): with
-        // the accessory given on the command line there is nothing to read again.
+        // the accessory given on the command line there is nothing to read again. Handled
+        // before the listeners exist, so that no client-visible moment lacks the handler.
         let reloads = SignalStream(SIGHUP)
         let signals = reloads.signals
         let ignored = Task {
@@ -174,6 +166,15 @@ struct Bridge: AsyncParsableCommand {
         defer {
             ignored.cancel()
             reloads.stop()
+        }
+        let bound = try await Self.bind(bridge, listeners, client: client)
+        for listener in bound {
+            if !listener.isLocal {
+                StandardError.write(
+                    "accessory-http bridge: WARNING: \(listener) accepts connections from other machines; anyone who reaches it can use the accessory\n"
+                )
+            }
+            StandardError.write("accessory-http bridge: serving \(spec) on \(listener)\n")
         }
         // SIGTERM and SIGINT end the work through cancellation (runReportingErrors): stop
         // accepting, let exchanges under way finish, then return.
