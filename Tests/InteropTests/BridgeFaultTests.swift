@@ -51,9 +51,16 @@ struct BridgeFaultTests {
 
     @Test("a request that waits longer than the queue timeout: 503 with Retry-After, then served")
     func queueTimeout() async throws {
+        // The slow request must still hold the link when the second one queues: under a
+        // sanitizer, starting curl for the second took long enough that a 2 s delay had ended
+        // (CI of 42802de: 200, not 503).
+        let hold = TimeBounds.sanitized ? 8 : 2
         try await withBridge(configure: { $0.queueTimeout = .milliseconds(300) }) { fixture in
             let slow = try Subprocess(
-                [Self.curl, "-sS", "--max-time", "30", "--unix-socket", fixture.socket, "http://accessory/delay/2"],
+                [
+                    Self.curl, "-sS", "--max-time", "30", "--unix-socket", fixture.socket,
+                    "http://accessory/delay/\(hold)",
+                ],
                 logPath: fixture.directory.path("slow.log")
             )
             defer { slow.stop() }
