@@ -217,20 +217,17 @@ struct Bridge: AsyncParsableCommand {
         }
     }
 
+    /// The single accessory's settings: a section that gives nothing of its own, so that
+    /// every value is this command's option.
     private func bridgeConfiguration(device: String, http2: Bool) throws(CLIError) -> AccessoryBridge.Configuration {
-        let access = try SocketAccess(mode: self.socketMode, group: self.socketGroup)
-        var configuration = AccessoryBridge.Configuration()
-        configuration.device = device
-        configuration.queueTimeout = .milliseconds(Int64(self.queueTimeout * 1000))
-        configuration.responseTimeout = .milliseconds(Int64(self.responseTimeout * 1000))
-        configuration.gracePeriod = .milliseconds(Int64(self.grace * 1000))
-        configuration.idleRelease = self.idleRelease.map { .milliseconds(Int64($0 * 1000)) }
-        configuration.clientIdleTimeout = .milliseconds(Int64(self.clientIdleTimeout * 1000))
-        configuration.allowRemote = self.allowRemote
-        configuration.socketMode = access.mode
-        configuration.socketGroup = access.group
-        if http2 { configuration.maxConcurrentExchanges = 100 }
-        return configuration
+        try self.bridgeConfiguration(
+            for: BridgeSection(
+                name: AccessoryBridge.Configuration().name,
+                device: device,
+                location: "the command line"
+            ),
+            http2: http2
+        )
     }
 
     private static func bind(
