@@ -237,7 +237,14 @@ struct ExchangePorts {
     mutating func complete(reusable: Bool) {
         self.cancelTimers()
         self.becameWritable()  // nothing waits once the request is complete; never leave a promise
-        self.body.finish(HTTPLinkError(.cancelled, "the response was abandoned"))
+        // A consumer that left before the head (its body sequence dropped) never saw it: the
+        // promise is still open (found by the `response` fuzz target; NIO's debug builds trap on
+        // a promise that is never completed).
+        let abandoned = HTTPLinkError(.cancelled, "the response was abandoned")
+        self.head?.fail(abandoned)
+        self.head = nil
+        self.resolveMayWriteBody(false)
+        self.body.finish(abandoned)
         self.outcome.record(reusable: reusable)
         self.completion.succeed(reusable)
     }

@@ -29,6 +29,19 @@ extension HTTPLinkHandler {
         return "the device sent Transfer-Encoding: \(named); only chunked, alone, is understood here"
     }
 
+    /// How the end of the response with this final head is found on the wire, when the link
+    /// can tell (a body running to the link's close ends the link anyway).
+    static func responseEnd(_ head: HTTPResponseHead, isHeadRequest: Bool) -> LinkGuardHandler.ResponseEnd? {
+        let status = Int(head.status.code)
+        if isHeadRequest || status == 204 || status == 304 { return .afterBody(length: 0) }
+        if head.headers["transfer-encoding"].contains(where: { $0.lowercased().contains("chunked") }) {
+            return .atEmptyLine
+        }
+        let lengths = head.headers["content-length"]
+        guard lengths.count == 1, let first = lengths.first, let length = Int(first), length >= 0 else { return nil }
+        return .afterBody(length: length)
+    }
+
     static func isSelfDelimited(_ head: HTTPResponseHead, isHeadRequest: Bool) -> Bool {
         let status = Int(head.status.code)
         if isHeadRequest || status == 204 || status == 304 || (100..<200).contains(status) { return true }

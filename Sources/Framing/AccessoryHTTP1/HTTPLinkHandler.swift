@@ -32,6 +32,8 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var idleTimer: Scheduled<Void>?
     /// Why the link broke, for the exchange that asks next.
     private(set) var failure: HTTPLinkError?
+    /// How the current response's end is found on the wire (set by its final head).
+    private var responseEnd: LinkGuardHandler.ResponseEnd?
 
     /// - Parameter closesAbandonedStreams: close the stream of an abandoned response instead of
     ///   draining it (see ``LinkStateMachine/Policy``).
@@ -84,6 +86,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch self.unwrapInboundIn(data) {
         case .head(let head):
             self.configuration.tracer?.emit(.responseHead(Self.render(head)))
+            if head.status.code >= 200 {
+                self.responseEnd = Self.responseEnd(head, isHeadRequest: self.machine.isHeadRequest)
+            }
             let action = self.machine.responseHead(
                 status: Int(head.status.code),
                 keepAlive: head.isKeepAlive,
@@ -94,7 +99,14 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .body(let buffer):
             self.run(self.machine.responseBody(byteCount: buffer.readableBytes), body: buffer)
         case .end:
-            self.run(self.machine.responseEnded())
+            let overran = self.responseEnd.map { self.guardHandler.wentBeyondEnd(of: $0) } ?? false
+            self.responseEnd = nil
+            if overran {
+                self.configuration.tracer?.emit(
+                    .note("the device sent bytes after the end of the response; the link will be reopened")
+                )
+            }
+            self.run(self.machine.responseEnded(bytesFollowed: overran))
         }
     }
 

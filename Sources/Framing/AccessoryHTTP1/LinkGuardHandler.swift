@@ -5,7 +5,10 @@ import NIOCore
 ///   misbehaving device, or the tail of a response that was not framed as it claimed), so it is
 ///   reported instead of being parsed as the start of the next response;
 /// - while settling after a reopen, stale bytes are discarded;
-/// - while a status line is due, its length is bounded (the decoder bounds the header block).
+/// - while a status line is due, its length is bounded (the decoder bounds the header block);
+/// - when a response ends, it tells whether the read that carried its end went on past it
+///   (``wentBeyondEnd(of:)``): NIO's parser takes such bytes as the start of the next response
+///   and keeps them, where no idle check can see them.
 ///
 /// The link handler switches the mode; both run on the channel's event loop.
 final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
@@ -24,8 +27,17 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     var mode: Mode = .idle {
-        didSet { if case .startLine(seen: 0) = self.mode { self.responseStart.clear() } }
+        didSet {
+            if case .startLine(seen: 0) = self.mode {
+                self.responseStart.clear()
+                self.bytesPassed = 0
+                self.lastFour = 0
+            }
+        }
     }
+    /// Bytes passed up to the decoder since the response began, and the last four of them.
+    private(set) var bytesPassed = 0
+    private var lastFour: UInt32 = 0
     private let maxStartLineLength: Int
     /// A copy of the first bytes of the response in progress (at most `responseStartLimit`), so
     /// a parser error can say what in the head was wrong: NIO's parser reports some framing
@@ -35,6 +47,8 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
     static let responseStartLimit = 8 * 1024
 
     private func capture(_ buffer: ByteBuffer) {
+        self.bytesPassed += buffer.readableBytes
+        for byte in buffer.readableBytesView.suffix(4) { self.lastFour = self.lastFour << 8 | UInt32(byte) }
         let room = Self.responseStartLimit - self.responseStart.readableBytes
         if room > 0 { self.responseStart.writeBytes(buffer.readableBytesView.prefix(room)) }
     }
@@ -83,6 +97,52 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.capture(buffer)
             context.fireChannelRead(data)
         }
+    }
+
+    /// How the end of a response is found on the wire.
+    enum ResponseEnd {
+        /// After its heads (informational ones included) and this many body bytes.
+        case afterBody(length: Int)
+        /// At an empty line: the last chunk and trailers of a chunked body.
+        case atEmptyLine
+    }
+
+    /// Whether the bytes passed up went on past the end of the response that just ended (the
+    /// decoder holds them as the start of another one). `false` when it cannot be told: heads
+    /// longer than the copy kept of them.
+    func wentBeyondEnd(of end: ResponseEnd) -> Bool {
+        switch end {
+        case .atEmptyLine:
+            // A chunked message ends with CRLF CRLF; bytes after it that end the same way would
+            // be a whole head, which the decoder hands up (and the idle link refuses).
+            return self.lastFour != 0x0D0A_0D0A
+        case .afterBody(let length):
+            guard let headEnd = Self.finalHeadEnd(in: self.responseStart) else { return false }
+            return self.bytesPassed > headEnd + length
+        }
+    }
+
+    /// Where the final (non-1xx) head ends in `bytes`, or `nil` if it does not end there.
+    static func finalHeadEnd(in bytes: ByteBuffer) -> Int? {
+        let view = bytes.readableBytesView
+        var headStart = view.startIndex
+        var index = view.startIndex
+        while index + 3 < view.endIndex {
+            guard view[index] == 0x0D, view[index + 1] == 0x0A, view[index + 2] == 0x0D, view[index + 3] == 0x0A else {
+                index += 1
+                continue
+            }
+            let end = index + 4
+            // "HTTP/1.1 1xx": an informational head, another head follows (101 is refused).
+            let statusFirst = headStart + 9
+            if statusFirst < end, view[statusFirst] == UInt8(ascii: "1") {
+                headStart = end
+                index = end
+                continue
+            }
+            return end - view.startIndex
+        }
+        return nil
     }
 
     func handlerAdded(context: ChannelHandlerContext) {

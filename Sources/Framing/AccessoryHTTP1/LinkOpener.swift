@@ -81,31 +81,12 @@ struct LinkOpener: Sendable {
                         maximum: HTTPLinkHandler.maximumReadSize
                     )
                 )
-                let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
-                // The channel reads as soon as it is active, before `settle()` runs.
-                if discardingInput { guardHandler.mode = .discard }
-                let linkHandler = HTTPLinkHandler(
+                let (handlers, linkHandler) = Self.linkHandlers(
                     configuration: configuration,
-                    guardHandler: guardHandler,
                     eventLoop: eventLoop,
-                    closesAbandonedStreams: closesAbandonedStreams
+                    closesAbandonedStreams: closesAbandonedStreams,
+                    discardingInput: discardingInput
                 )
-                var limits = NIOHTTPDecoderLimitConfiguration()
-                limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
-                limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
-                limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
-                let decoder = ByteToMessageHandler(
-                    HTTPResponseDecoder(
-                        leftOverBytesStrategy: .dropBytes,
-                        informationalResponseStrategy: .forward,
-                        limitConfiguration: limits
-                    )
-                )
-                var handlers: [any RemovableChannelHandler] = [guardHandler, HTTPRequestEncoder(), decoder]
-                if configuration.decompressResponses {
-                    handlers.append(NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio)))
-                }
-                handlers.append(linkHandler)
                 try channel.pipeline.syncOperations.addHandlers(handlers)
                 return channel.eventLoop.makeSucceededFuture(
                     LinkPipeline(
@@ -117,6 +98,43 @@ struct LinkOpener: Sendable {
                 return channel.eventLoop.makeFailedFuture(error)
             }
         }
+    }
+
+    /// The handlers of a link's pipeline, bottom up, and the link handler at their top: the
+    /// guard, NIOHTTP1's request encoder and response decoder (with the configured limits), the
+    /// decompressor when asked for. The fuzz target of the response path builds exactly these.
+    static func linkHandlers(
+        configuration: LinkConfiguration,
+        eventLoop: any EventLoop,
+        closesAbandonedStreams: Bool,
+        discardingInput: Bool = false
+    ) -> ([any RemovableChannelHandler], HTTPLinkHandler) {
+        let guardHandler = LinkGuardHandler(maxStartLineLength: configuration.limits.maxStartLineLength)
+        // The channel reads as soon as it is active, before `settle()` runs.
+        if discardingInput { guardHandler.mode = .discard }
+        let linkHandler = HTTPLinkHandler(
+            configuration: configuration,
+            guardHandler: guardHandler,
+            eventLoop: eventLoop,
+            closesAbandonedStreams: closesAbandonedStreams
+        )
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderListSize = configuration.limits.maxHeaderBlockSize
+        limits.maxHeaderFieldSize = configuration.limits.maxHeaderBlockSize
+        limits.maxHeaderFieldCount = configuration.limits.maxHeaderCount
+        let decoder = ByteToMessageHandler(
+            HTTPResponseDecoder(
+                leftOverBytesStrategy: .dropBytes,
+                informationalResponseStrategy: .forward,
+                limitConfiguration: limits
+            )
+        )
+        var handlers: [any RemovableChannelHandler] = [guardHandler, HTTPRequestEncoder(), decoder]
+        if configuration.decompressResponses {
+            handlers.append(NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio)))
+        }
+        handlers.append(linkHandler)
+        return (handlers, linkHandler)
     }
 
     /// Runs `operation` (an open or a renewal), giving up after `timeout` or when the caller is

@@ -232,8 +232,11 @@ struct LinkStateMachine {
         }
     }
 
-    /// Returns `.endResponse` or `.close`.
-    mutating func responseEnded() -> Action {
+    /// The response ended. Returns `.endResponse` or `.close`.
+    /// - Parameter bytesFollowed: the device sent more bytes after its end, in the same read:
+    ///   the parser holds them as the start of another response, so the link is not reused
+    ///   (the response itself is whole and is delivered).
+    mutating func responseEnded(bytesFollowed: Bool = false) -> Action {
         let stray = HTTPLinkError(
             .strayBytes,
             "the device ended a response while none was due; the link was out of step"
@@ -251,6 +254,7 @@ struct LinkStateMachine {
             return .close(stray)
         }
         exchange.response = .done
+        if bytesFollowed { exchange.keepAlive = false }
         return .endResponse(finishBody: finishBody, completion: self.finishIfDone(exchange))
     }
 
