@@ -38,4 +38,39 @@ import Testing
         )
         if how == "half-close" { close(host) }
     }
+
+    /// An HTTP/2 host that sends the preface and its SETTINGS and then ends its side of the
+    /// stream can never open a stream: the responder closes the link (it waited for streams
+    /// forever; found by the `request` fuzz target). Sixteen times, each on a fresh link.
+    @Test func anHTTP2LinkWhoseHostStopsSendingIsClosed() async throws {
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
+        let responder = EmulatedAccessory().makeResponder()
+        for round in 0..<16 {
+            let (host, device) = try SocketPairTransport.makeSocketPair()
+            let server = Task {
+                try await responder.serve(descriptor: device, on: MultiThreadedEventLoopGroup.singleton.next())
+            }
+            let written = preface.withUnsafeBytes { write(host, $0.baseAddress, $0.count) }
+            #expect(written == preface.count)
+            shutdown(host, CInt(SHUT_WR))
+            let started = ContinuousClock.now
+            let closed = Self.readsToEnd(host, within: 3_000)
+            let elapsed = ContinuousClock.now - started
+            close(host)
+            #expect(closed, "round \(round): the responder kept the link open for 3 s after the host's end")
+            #expect(elapsed < .seconds(1), "round \(round): the link closed only after \(elapsed)")
+            #expect(await LinkFixture.finishes(server, within: .seconds(2)), "round \(round): serve did not return")
+        }
+    }
+
+    /// Reads until the peer closes; `false` if it had not within `milliseconds`.
+    private static func readsToEnd(_ descriptor: CInt, within milliseconds: CInt) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, milliseconds) > 0 else { return false }
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count <= 0 { return true }
+        }
+    }
 }

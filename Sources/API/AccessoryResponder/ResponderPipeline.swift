@@ -83,8 +83,10 @@ enum ResponderPipeline {
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
             HTTP2Setting(parameter: .maxHeaderListSize, value: max(1024, configuration.maxHeaderBlockSize)),
         ]
-        return try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(mode: .server, configuration: settings) {
-            stream in
+        let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
+            mode: .server,
+            configuration: settings
+        ) { stream in
             stream.eventLoop.makeCompletedFuture {
                 let sync = stream.pipeline.syncOperations
                 try sync.addHandlers(EndStreamCoalescer(), HTTP2FramePayloadToHTTPServerCodec())
@@ -93,6 +95,8 @@ enum ResponderPipeline {
                 return ResponderLink(channel: stream, handler: handler)
             }
         }
+        try channel.pipeline.syncOperations.addHandler(HTTP2InputEndHandler())
+        return multiplexer
     }
 
     /// Must run on the channel's event loop, before the channel is active.
@@ -152,7 +156,7 @@ enum ResponderPipeline {
         let sync = channel.pipeline.syncOperations
         // Whatever the last stream had above the session layer: the detector if no byte came,
         // else HTTP/1.1's four handlers (configureHTTPServerPipeline adds exactly an encoder and
-        // a decoder with these options) or HTTP/2's handler.
+        // a decoder with these options) or HTTP/2's handler and its input-end watch.
         let contexts =
             [
                 try? sync.context(handlerType: HTTPVersionDetector.self),
@@ -161,6 +165,7 @@ enum ResponderPipeline {
                 try? sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
                 try? sync.context(handlerType: HTTPResponseEncoder.self),
                 try? sync.context(handlerType: NIOHTTP2Handler.self),
+                try? sync.context(handlerType: HTTP2InputEndHandler.self),
             ].compactMap { $0 } + streamHandlers.handlers.compactMap { try? sync.context(handler: $0) }
         streamHandlers.handlers = []
         let removals = contexts.map { sync.removeHandler(context: $0) }
