@@ -436,3 +436,26 @@ let package = Package(
         ),
     ]
 )
+
+// The libFuzzer targets (docs/testing.md, "Fuzzing"): only in a build that scripts/fuzz makes
+// with ACCESSORY_HTTP_FUZZ=1 and `-sanitize=fuzzer`, which supplies `main`; an ordinary build
+// and the test suite never see them.
+if Context.environment["ACCESSORY_HTTP_FUZZ"] == "1" {
+    package.targets.append(.target(name: "CLibFuzzer", path: "Sources/System/CLibFuzzer"))
+    package.targets.append(
+        .executableTarget(
+            name: "AccessoryHTTPFuzz",
+            dependencies: [
+                "CLibFuzzer", "AccessoryHTTP1", "AccessorySession", "AccessoryTLS", "AccessoryClient",
+                "AccessoryResponder", "AccessoryTransport", "AccessoryBridge",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/Tools/accessory-http-fuzz",
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]
+        )
+    )
+}
