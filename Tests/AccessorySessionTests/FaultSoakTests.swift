@@ -161,8 +161,10 @@ extension SessionIOSuites {
             ProcessInfo.processInfo.environment["ACCESSORY_HTTP_SOAK"].flatMap(Int.init) ?? 1000
         }
 
-        @Test func everyFaultEndsInAnErrorOrARetryNeverInAWrongBody() async throws {
-            let line = try SharedLine()
+        /// Over a socketpair and over a pty (the serial transport, reopened by path).
+        @Test(arguments: LineKind.allCases)
+        func everyFaultEndsInAnErrorOrARetryNeverInAWrongBody(line kind: LineKind) async throws {
+            let line = try SharedLine(kind)
             let plan = FaultPlan(rate: 0.03)
             var configuration = AccessoryClient.Configuration()
             configuration.link.idleTimeout = .milliseconds(800)
@@ -215,7 +217,7 @@ extension SessionIOSuites {
                 after the faults stopped \(recovered)/10 answered; the line opened \(client.link.openCount) times, \
                 the session restarted in band \(client.link.renewalCount) times
                 """
-            print("fault soak: \(report)")
+            print("fault soak (\(kind)): \(report)")
             #expect(wrong == 0, "\(report)")
             #expect(hung == 0, "\(report)")
             #expect(recovered == 10, "\(report)")

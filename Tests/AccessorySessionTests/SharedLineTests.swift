@@ -18,19 +18,46 @@ import Testing
 /// fault soak's load must not stretch the others' time bounds.
 @Suite(.serialized) struct SessionIOSuites {}
 
-/// One socketpair that behaves like a serial line: the emulated accessory serves one end for the
-/// whole test, and every `open` of the host side is a `dup` of the other end, so whatever the
-/// accessory still sends after a host gave up waits there for the next open.
+/// How a shared line is made.
+enum LineKind: String, CaseIterable, CustomStringConvertible, Sendable {
+    /// One socketpair: every `open` of the host side is a `dup` of its host end.
+    case socketpair
+    /// A pty in raw mode: the accessory serves the master, the host opens the slave by its path
+    /// with `SerialTransport` each time, as it would open /dev/ttyACM0.
+    case pty
+
+    var description: String { self.rawValue }
+}
+
+/// A byte stream that behaves like a serial line: the emulated accessory serves the device end
+/// for the whole test, and whatever it still sends after a host gave up waits there for the next
+/// open (a socketpair end the host `dup`s, or a pty slave kept open by `hostEnd`).
 final class SharedLine: Sendable {
     let hostEnd: CInt
     let server: Task<Void, any Error>
+    let slavePath: String?
 
-    init() throws {
-        let (host, device) = try SocketPairTransport.makeSocketPair()
-        self.hostEnd = host
+    init(_ kind: LineKind = .socketpair) throws {
         let responder = EmulatedAccessory().makeResponder()
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-        self.server = Task { try await responder.serve(descriptor: device, on: eventLoop) }
+        switch kind {
+        case .socketpair:
+            let (host, device) = try SocketPairTransport.makeSocketPair()
+            self.hostEnd = host
+            self.slavePath = nil
+            self.server = Task { try await responder.serve(descriptor: device, on: eventLoop) }
+        case .pty:
+            let pty = try PseudoTerminal.open()
+            // Held open for the test, so the line never hangs up between two hosts' opens.
+            let holder = open(pty.slavePath, O_RDWR | O_NOCTTY | O_CLOEXEC)
+            guard holder >= 0 else {
+                close(pty.master)
+                throw TransportError(.openFailed, "cannot open \(pty.slavePath): \(String(cString: strerror(errno)))")
+            }
+            self.hostEnd = holder
+            self.slavePath = pty.slavePath
+            self.server = Task { try await responder.serve(descriptor: pty.master, on: eventLoop) }
+        }
     }
 
     deinit {
@@ -38,7 +65,10 @@ final class SharedLine: Sendable {
         close(self.hostEnd)
     }
 
-    var transport: SharedLineEnd { SharedLineEnd(descriptor: self.hostEnd) }
+    var transport: any ByteStreamTransport {
+        if let slavePath = self.slavePath { return SerialTransport(path: slavePath) }
+        return SharedLineEnd(descriptor: self.hostEnd)
+    }
 }
 
 /// The session layer over a shared line, through the client API: abandoned answers never put

@@ -3,6 +3,7 @@ import AccessoryCrypto
 import AccessoryEmulator
 import AccessoryHTTP1
 import AccessoryResponder
+import AccessoryTestSupport
 import Glibc
 import HTTPTypes
 import NIOCore
