@@ -108,6 +108,24 @@ struct SessionStream {
         return frame
     }
 
+    /// What a machine target takes from the input: an event per read (a stall, a write from
+    /// the layer above, the clock moving; cycled), the read lengths, then the stream.
+    struct Scenario {
+        let events: ArraySlice<UInt8>
+        let reads: [ByteBuffer]
+
+        init(_ input: inout FuzzInput) {
+            self.events = input.take(8)
+            let splits = input.take(4)
+            self.reads = SessionStream.reads(of: SessionStream.build(&input), splits: splits)
+        }
+
+        /// The event byte for read `index` (0 when the input gave none).
+        func event(_ index: Int) -> UInt8 {
+            self.events.isEmpty ? 0 : self.events[self.events.startIndex + index % self.events.count]
+        }
+    }
+
     /// The stream cut into reads whose lengths cycle through `splits` (0: the whole rest), so
     /// frames arrive split at every point the fuzzer picks.
     static func reads(of bytes: [UInt8], splits: ArraySlice<UInt8>) -> [ByteBuffer] {

@@ -57,17 +57,14 @@ enum SessionReaderTarget {
 /// a well-formed HELLO it is in a session with that nonce, whatever came before.
 enum SessionResponderTarget {
     static func run(_ input: inout FuzzInput) {
-        let events = input.take(8)
-        let splits = input.take(4)
-        let stream = SessionStream.build(&input)
+        let scenario = SessionStream.Scenario(&input)
         var machine = SessionResponderMachine()
         var received = 0
         var delivered = 0
-        for (index, read) in SessionStream.reads(of: stream, splits: splits).enumerated() {
+        for (index, read) in scenario.reads.enumerated() {
             received += read.readableBytes
             delivered += Self.delivered(machine.received(read))
-            let event = events.isEmpty ? 0 : events[events.startIndex + index % events.count]
-            switch event % 8 {
+            switch scenario.event(index) % 8 {
             case 1: delivered += Self.delivered(machine.stalled())
             case 2: _ = machine.send(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
             case 3: _ = machine.endStream()
@@ -111,20 +108,18 @@ enum SessionResponderTarget {
 /// than arrived, never delivers before the handshake or after a failure, and fails at most once.
 enum SessionOpenerTarget {
     static func run(_ input: inout FuzzInput) {
-        let events = input.take(8)
-        let splits = input.take(4)
-        let stream = SessionStream.build(&input)
+        let scenario = SessionStream.Scenario(&input)
         var now = NIODeadline.uptimeNanoseconds(1_000_000_000)
         var machine = SessionOpenerMachine(nonce: SessionStream.nonce, now: now)
         _ = machine.start()
         var received = 0
         var delivered = 0
         var failed = false
-        for (index, read) in SessionStream.reads(of: stream, splits: splits).enumerated() {
+        for (index, read) in scenario.reads.enumerated() {
             received += read.readableBytes
             let wasOpen = machine.state == .open
             var actions = machine.received(read, now: now)
-            let event = events.isEmpty ? 0 : events[events.startIndex + index % events.count]
+            let event = scenario.event(index)
             now = now + .milliseconds(Int64(event % 16) * 100)
             switch event % 4 {
             case 1: actions += machine.tick(now: now, interval: .milliseconds(500))
