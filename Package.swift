@@ -365,6 +365,7 @@ let package = Package(
             name: "AccessoryResponderTests",
             dependencies: [
                 "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryHTTP1", "AccessoryCrypto",
+                "AccessoryTestSupport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

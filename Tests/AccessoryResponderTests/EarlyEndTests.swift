@@ -1,5 +1,6 @@
 import AccessoryEmulator
 import AccessoryResponder
+import AccessoryTestSupport
 import AccessoryTransport
 import Glibc
 import NIOPosix
@@ -41,7 +42,8 @@ import Testing
 
     /// An HTTP/2 host that sends the preface and its SETTINGS and then ends its side of the
     /// stream can never open a stream: the responder closes the link (it waited for streams
-    /// forever; found by the `request` fuzz target). Sixteen times, each on a fresh link.
+    /// forever; found by the `request` fuzz target). Sixteen times, each on a fresh link; before
+    /// the fix every round waited out the 10 s.
     @Test func anHTTP2LinkWhoseHostStopsSendingIsClosed() async throws {
         let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + [0, 0, 0, 4, 0, 0, 0, 0, 0]
         let responder = EmulatedAccessory().makeResponder()
@@ -54,11 +56,13 @@ import Testing
             #expect(written == preface.count)
             shutdown(host, CInt(SHUT_WR))
             let started = ContinuousClock.now
-            let closed = Self.readsToEnd(host, within: 3_000)
+            let closed = Self.readsToEnd(host, within: 10_000)
             let elapsed = ContinuousClock.now - started
             close(host)
-            #expect(closed, "round \(round): the responder kept the link open for 3 s after the host's end")
-            #expect(elapsed < .seconds(1), "round \(round): the link closed only after \(elapsed)")
+            #expect(closed, "round \(round): the responder kept the link open for 10 s after the host's end")
+            // Under a sanitizer with the target's other suites beside it, a round took up to
+            // 1.2 s (the first clean-clone run with this test); alone and plain, 40 ms.
+            #expect(elapsed < TimeBounds.scaled(.seconds(1)), "round \(round): the link closed only after \(elapsed)")
             #expect(await LinkFixture.finishes(server, within: .seconds(2)), "round \(round): serve did not return")
         }
     }
