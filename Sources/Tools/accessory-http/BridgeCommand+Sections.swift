@@ -1,5 +1,6 @@
 import AccessoryBridge
 import AccessoryClient
+import AccessoryDevices
 import Dispatch
 import Logging
 

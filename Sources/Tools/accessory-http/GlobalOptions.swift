@@ -97,9 +97,12 @@ struct GlobalOptions: ParsableArguments {
     }
 
     func loadConfig() throws(CLIError) -> ConfigFile? {
-        if let path = self.config { return try ConfigFile.load(path: path) }
-        guard let path = ConfigFile.defaultPath else { return nil }
-        return try ConfigFile.load(path: path)
+        guard let path = self.config ?? ConfigFile.defaultPath else { return nil }
+        do {
+            return try ConfigFile.load(path: path)
+        } catch {
+            throw CLIError(.usage, error.message)
+        }
     }
 
     /// A transport for a client, from the one resolver every spec kind goes through (the

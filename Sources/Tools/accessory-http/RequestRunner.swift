@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryDevices
 import AccessoryHTTP1
 import AccessoryTransport
 import HTTPTypes

@@ -9,27 +9,45 @@
 /// listen = tcp:127.0.0.1:8080
 /// idle-release = 2
 /// ```
-struct BridgeSection: Equatable, Sendable {
+public struct BridgeSection: Equatable, Sendable {
     /// The section's name: the accessory's name in logs and in the status document.
-    var name: String
-    var device: String?
-    var listen: [String] = []
-    var host: String?
-    var queueTimeout: Double?
-    var responseTimeout: Double?
-    var idleRelease: Double?
-    var clientIdleTimeout: Double?
-    var grace: Double?
-    var socketMode: String?
-    var socketGroup: String?
-    var allowRemote = false
+    public var name: String
+    /// `device = SPEC`: the accessory.
+    public var device: String?
+    /// `listen = unix:PATH` or `tcp:HOST:PORT`, each line one listener.
+    public var listen: [String] = []
+    /// `host = NAME`: the Host header the bridge sends.
+    public var host: String?
+    /// `queue-timeout = SECONDS`: how long a request may wait for the link before it is answered 503.
+    public var queueTimeout: Double?
+    /// `response-timeout = SECONDS`: how long the accessory may take to begin an answer (else 504).
+    public var responseTimeout: Double?
+    /// `idle-release = SECONDS`: release the device after this long without a request.
+    public var idleRelease: Double?
+    /// `client-idle-timeout = SECONDS`: how long a client connection may stay silent (else 408).
+    public var clientIdleTimeout: Double?
+    /// `grace = SECONDS`: how long exchanges under way may take to finish on SIGTERM.
+    public var grace: Double?
+    /// `socket-mode = OCTAL`: a unix listener's file mode.
+    public var socketMode: String?
+    /// `socket-group = NAME`: a unix listener's group.
+    public var socketGroup: String?
+    /// `allow-remote = yes|no`: whether a TCP listener may bind beyond loopback.
+    public var allowRemote = false
     /// Where the section starts (`path:line`), for error messages.
-    var location: String
+    public var location: String
+
+    /// A section named `name` that starts at `location`, with `device` and nothing else set.
+    public init(name: String, device: String? = nil, location: String) {
+        self.name = name
+        self.device = device
+        self.location = location
+    }
 
     static let knownKeys =
         "device, listen, host, queue-timeout, response-timeout, idle-release, client-idle-timeout, grace, socket-mode, socket-group, allow-remote"
 
-    mutating func set(_ key: String, _ value: String, at location: String) throws(CLIError) {
+    mutating func set(_ key: String, _ value: String, at location: String) throws(ConfigFileError) {
         let context = "\(location): [bridge \(self.name)]"
         switch key {
         case "device": self.device = value
@@ -46,35 +64,39 @@ struct BridgeSection: Equatable, Sendable {
             switch value {
             case "yes", "true", "on": self.allowRemote = true
             case "no", "false", "off": self.allowRemote = false
-            default: throw CLIError(.usage, "\(context): allow-remote must be yes or no, not \"\(value)\"")
+            default:
+                throw ConfigFileError(.invalidValue, "\(context): allow-remote must be yes or no, not \"\(value)\"")
             }
         default:
-            throw CLIError(.usage, "\(context): unknown setting \"\(key)\" (known: \(Self.knownKeys))")
+            throw ConfigFileError(.unknownSetting, "\(context): unknown setting \"\(key)\" (known: \(Self.knownKeys))")
         }
     }
 
     /// What a section must have: a device and at least one listener.
-    func validate() throws(CLIError) {
+    func validate() throws(ConfigFileError) {
         guard self.device != nil else {
-            throw CLIError(.usage, "\(self.location): [bridge \(self.name)] has no 'device = SPEC'")
+            throw ConfigFileError(.missingSetting, "\(self.location): [bridge \(self.name)] has no 'device = SPEC'")
         }
         guard !self.listen.isEmpty else {
-            throw CLIError(
-                .usage,
+            throw ConfigFileError(
+                .missingSetting,
                 "\(self.location): [bridge \(self.name)] has no 'listen = unix:PATH' (or tcp:127.0.0.1:PORT)"
             )
         }
     }
 
-    private static func seconds(_ value: String, _ key: String, _ context: String) throws(CLIError) -> Double {
+    private static func seconds(_ value: String, _ key: String, _ context: String) throws(ConfigFileError) -> Double {
         guard let seconds = Double(value), seconds > 0, seconds <= 86_400 else {
-            throw CLIError(.usage, "\(context): \(key) must be a number of seconds from 0 to 86400, not \"\(value)\"")
+            throw ConfigFileError(
+                .invalidValue,
+                "\(context): \(key) must be a number of seconds from 0 to 86400, not \"\(value)\""
+            )
         }
         return seconds
     }
 
     /// Equal when they say the same; where the section sits in the file is not part of that.
-    static func == (lhs: BridgeSection, rhs: BridgeSection) -> Bool {
+    public static func == (lhs: BridgeSection, rhs: BridgeSection) -> Bool {
         lhs.name == rhs.name && lhs.device == rhs.device && lhs.listen == rhs.listen && lhs.host == rhs.host
             && lhs.queueTimeout == rhs.queueTimeout && lhs.responseTimeout == rhs.responseTimeout
             && lhs.idleRelease == rhs.idleRelease && lhs.clientIdleTimeout == rhs.clientIdleTimeout
@@ -85,14 +107,14 @@ struct BridgeSection: Equatable, Sendable {
 
 extension ConfigFile {
     /// Parses `[bridge NAME]` (a name of letters, digits, `-`, `_` and `.`).
-    static func bridgeSection(_ line: String, at location: String) throws(CLIError) -> String {
+    static func bridgeSection(_ line: String, at location: String) throws(ConfigFileError) -> String {
         let inner = String(line.dropFirst().dropLast()).trimmingSpaces()
         let words = inner.split(separator: " ", omittingEmptySubsequences: true)
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
         guard line.hasSuffix("]"), words.count == 2, words[0] == "bridge", words[1].allSatisfy(allowed.contains)
         else {
-            throw CLIError(
-                .usage,
+            throw ConfigFileError(
+                .invalidSection,
                 "\(location): expected a section '[bridge NAME]' (letters, digits, '-', '_', '.'), found \"\(line)\""
             )
         }

@@ -11,29 +11,31 @@ import AccessoryUSB
 /// ```
 extension ConfigFile {
     /// Parses `[usb VID:PID]` into the normalised `vvvv:pppp` key.
-    static func usbSection(_ line: String, at location: String) throws(CLIError) -> String {
+    static func usbSection(_ line: String, at location: String) throws(ConfigFileError) -> String {
         guard line.hasSuffix("]") else {
-            throw CLIError(.usage, "\(location): a section line must end with ']', found \"\(line)\"")
+            throw ConfigFileError(.invalidSection, "\(location): a section line must end with ']', found \"\(line)\"")
         }
         let inner = String(line.dropFirst().dropLast()).trimmingSpaces()
         let words = inner.split(separator: " ", omittingEmptySubsequences: true)
         guard words.count == 2, words[0] == "usb",
             case .usb(let selector)? = (try? DeviceSpec(parsing: "usb:\(words[1])"))?.kind
         else {
-            throw CLIError(
-                .usage,
+            throw ConfigFileError(
+                .invalidSection,
                 "\(location): expected a section '[usb VID:PID]' with IDs in 4 hex digits (e.g. [usb 1209:0001]), found \"\(line)\""
             )
         }
         return selector.description
     }
 
-    mutating func setUSBQuirk(_ key: String, _ value: String, device: String, at location: String) throws(CLIError) {
+    mutating func setUSBQuirk(_ key: String, _ value: String, device: String, at location: String)
+        throws(ConfigFileError)
+    {
         var quirks = self.usbQuirks[device] ?? USBQuirks()
         do {
             try quirks.set(key, to: value)
         } catch {
-            throw CLIError(.usage, "\(location): [usb \(device)]: \(error.message)")
+            throw ConfigFileError(.invalidValue, "\(location): [usb \(device)]: \(error.message)")
         }
         self.usbQuirks[device] = quirks
     }
