@@ -448,7 +448,7 @@ if Context.environment["ACCESSORY_HTTP_FUZZ"] == "1" {
             name: "AccessoryHTTPFuzz",
             dependencies: [
                 "CLibFuzzer", "AccessoryHTTP1", "AccessorySession", "AccessoryTLS", "AccessoryClient",
-                "AccessoryResponder", "AccessoryTransport", "AccessoryBridge",
+                "AccessoryResponder", "AccessoryTransport", "AccessoryBridge", "AccessoryDevices",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -14,6 +14,8 @@ enum FuzzTarget: String, CaseIterable {
     case auth
     /// Device specs, TLS pins and bridge listener addresses.
     case spec
+    /// The settings file: keys, sections, values.
+    case config
     /// The TLS handler as a client, fed arbitrary bytes as the server's handshake.
     case tlsClient = "tls-client"
     /// The TLS handler as a server, fed arbitrary bytes as the client's handshake.
@@ -37,6 +39,7 @@ enum FuzzTarget: String, CaseIterable {
         case .sessionOpener: SessionOpenerTarget.run(&input)
         case .auth: TextParserTargets.auth(&input)
         case .spec: TextParserTargets.spec(&input)
+        case .config: TextParserTargets.config(&input)
         case .tlsClient, .tlsServer: TLSTarget.run(&input)
         }
     }

@@ -51,7 +51,7 @@ for name, body in responses.items():
     put("response", name, bytes([0, 0, 0]) + body)
 put("response", "split-1-byte", bytes([2, 3]) + b"".join(bytes([1, c]) for c in responses["chunked"]))
 put("response", "head", bytes([1, 0, 0]) + b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-zipped = gzip.compress(b"compressed body " * 8)
+zipped = gzip.compress(b"compressed body " * 8, mtime=0)
 put("response", "gzip", bytes([4, 0, 0]) + b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: "
     + str(len(zipped)).encode() + b"\r\n\r\n" + zipped)
 
@@ -101,6 +101,17 @@ specs = [
 ]
 for index, text in enumerate(specs):
     put("spec", "spec-%d" % index, text)
+
+configs = [
+    b"# settings\ndevice = serial:/dev/ttyACM0?baud=115200\nhost = printer.local\ntimeout = 2.5\nsession = auto\nhttp = 2\n",
+    b"[usb 1209:0001]\nzlp = off\ntitle-case-headers = yes\nmax-transfer-size = 8192\nclaim-delay = 0.2\nmax-interfaces = 2\ninterface-class = 0xff\n",
+    b"[bridge printer]\ndevice = usb:1209:0001\nlisten = unix:/run/accessory-http/printer.sock\nlisten = tcp:127.0.0.1:8080\n"
+    b"queue-timeout = 30\nresponse-timeout = 60\nidle-release = 2\nclient-idle-timeout = 60\ngrace = 10\n"
+    b"socket-mode = 0660\nsocket-group = plugdev\nallow-remote = no\nhost = printer\n",
+    b"device = emulator\r\n[bridge a]\r\ndevice = stdio\r\nlisten = unix:/tmp/a\r\n[usb 04b8:0e28]\r\nzlp = on\r\n",
+]
+for index, text in enumerate(configs):
+    put("config", "config-%d" % index, text)
 
 # TLS: reads as length byte + bytes. An alert, a handshake record header, a ClientHello start.
 for target in ("tls-client", "tls-server"):
