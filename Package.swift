@@ -55,6 +55,12 @@ let package = Package(
             name: "CCRC32C",
             path: "Sources/System/CCRC32C"
         ),
+        // ThreadSanitizer's acquire/release annotations, weak (no-ops outside a -sanitize=thread
+        // build), for TrackedMutex.
+        .target(
+            name: "CThreadSanitizer",
+            path: "Sources/System/CThreadSanitizer"
+        ),
         // Linux native AIO system calls (glibc has no wrappers), for FunctionFS endpoint files.
         .target(
             name: "CLinuxAIO",
@@ -70,6 +76,7 @@ let package = Package(
         .target(
             name: "AccessoryTransport",
             dependencies: [
+                "CThreadSanitizer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -85,7 +85,7 @@ final class ScriptedDevice: Sendable {
     }
 
     private let script: @Sendable (Int) -> [DeviceStep]
-    private let state = Mutex<[Connection]>([])
+    private let state = TrackedMutex<[Connection]>([])
     /// Bounds every blocking read and write, so a bug fails a test instead of hanging it.
     let ioTimeoutSeconds: Int
 

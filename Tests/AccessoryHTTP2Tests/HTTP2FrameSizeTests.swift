@@ -39,7 +39,7 @@ struct HTTP2FrameSizeTests {
     }
 
     final class FrameLines: Sendable {
-        let lines = Mutex<[String]>([])
+        let lines = TrackedMutex<[String]>([])
     }
 
     final class FrameReader: ChannelInboundHandler {
@@ -58,7 +58,7 @@ struct HTTP2FrameSizeTests {
     /// The largest DATA frame the device sent for a 1 MiB body, and the SETTINGS the link sent.
     func frames(bytesPerSecond: Int?) async throws -> (largestData: Int, settings: String) {
         let received = FrameLines()
-        let notes = Mutex<[String]>([])
+        let notes = TrackedMutex<[String]>([])
         var configuration = AccessoryClient.Configuration()
         configuration.link.httpVersion = .http2
         configuration.link.tracer = LinkTracer { event in

@@ -185,7 +185,7 @@ struct HTTP2BackPressureTests {
 }
 
 final class InboundCounter: Sendable {
-    private let count = Mutex(0)
+    private let count = TrackedMutex(0)
     func add(_ bytes: Int) { self.count.withLock { $0 += bytes } }
     var value: Int { self.count.withLock { $0 } }
 }

@@ -11,7 +11,7 @@ import Testing
 struct TransportServingTests {
     /// Hands a value from a `@Sendable` closure back to the test.
     final class Handoff<Value: Sendable>: Sendable {
-        private let value = Mutex<Value?>(nil)
+        private let value = TrackedMutex<Value?>(nil)
         func put(_ newValue: Value) { self.value.withLock { $0 = newValue } }
         func take() -> Value? {
             self.value.withLock { value in

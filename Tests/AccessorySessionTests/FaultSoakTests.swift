@@ -51,7 +51,7 @@ final class FaultPlan: Sendable {
         var enabled = true
         var injected: [Fault: Int] = [:]
     }
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
     /// The chance that a read from the device is damaged.
     let rate: Double
 

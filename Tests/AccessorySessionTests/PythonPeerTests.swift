@@ -105,7 +105,7 @@ extension SessionIOSuites {
         }
 
         final class FrameLog: Sendable {
-            private let storage = Mutex<[String]>([])
+            private let storage = TrackedMutex<[String]>([])
             func append(_ line: String) { self.storage.withLock { $0.append(line) } }
             var lines: [String] { self.storage.withLock { $0 } }
         }

@@ -173,7 +173,7 @@ struct PinAttackTests {
             certificates: self.certificates
         )
         defer { server.stop() }
-        let seen = Mutex<[String: Bool]>([:])
+        let seen = TrackedMutex<[String: Bool]>([:])
         // The evaluator the issue warns about: trust whatever a CA vouched for.
         let evaluator = TLSServerTrustEvaluator { facts in
             seen.withLock { $0[facts.expectedName ?? "-"] = facts.chainVerified }

@@ -61,7 +61,7 @@ struct ResponderTLSTests {
             let first = try await startRelay()
             defer { first.stop() }
             let size = 64 * 1024 * 1024
-            let received = Mutex(0)
+            let received = TrackedMutex(0)
             await #expect {
                 _ = try await client.execute(AccessoryRequest(path: "/bytes/\(size)")) { response in
                     var killed = false
@@ -189,8 +189,8 @@ struct ResponderTLSTests {
     /// and works. The app's trust callback sees the DER chain.
     @Test func nextRequestWorksAfterAHandshakeFailure() async throws {
         try await self.withTLSResponder { path in
-            let calls = Mutex(0)
-            let sawDER = Mutex(false)
+            let calls = TrackedMutex(0)
+            let sawDER = TrackedMutex(false)
             var trust = TLSTrust(
                 useSystemRoots: false,
                 anchorFiles: [self.certificates.path("ca.pem")],

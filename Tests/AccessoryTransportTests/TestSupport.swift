@@ -8,7 +8,7 @@ import Testing
 
 /// Everything a channel reads, for tests to inspect.
 final class ReceivedBytes: Sendable {
-    private let bytes = Mutex<[UInt8]>([])
+    private let bytes = TrackedMutex<[UInt8]>([])
 
     func append(_ buffer: ByteBuffer) {
         self.bytes.withLock { $0.append(contentsOf: buffer.readableBytesView) }
@@ -47,7 +47,7 @@ func eventually(within timeout: Duration = .seconds(3), _ condition: () -> Bool)
 
 /// Waits for `future` at most `timeout`; `nil` if it did not complete in time.
 func value<Value: Sendable>(of future: EventLoopFuture<Value>, within timeout: Duration = .seconds(3)) async -> Value? {
-    let box = Mutex<Value?>(nil)
+    let box = TrackedMutex<Value?>(nil)
     future.whenSuccess { value in box.withLock { $0 = value } }
     _ = await eventually(within: timeout) { box.withLock { $0 != nil } }
     return box.withLock { $0 }

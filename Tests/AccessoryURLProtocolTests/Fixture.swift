@@ -19,7 +19,7 @@ enum Fixture {
     static let names = ["emu0", "emu1", "emu2", "emu3"]
 
     /// Request heads seen by the `traced` accessory.
-    static let tracedHeads = Mutex<[String]>([])
+    static let tracedHeads = TrackedMutex<[String]>([])
 
     static let setUp: Void = {
         for name in Fixture.names {

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import Foundation
 import Synchronization
 import Testing
@@ -106,7 +107,7 @@ struct FoundationBehaviourTests {
         let session = self.probeSession()
         defer { session.finishTasksAndInvalidate() }
         let url = try Fixture.url("probe://wake/\(UUID().uuidString)")
-        let outcome = Mutex<Data?>(nil)
+        let outcome = TrackedMutex<Data?>(nil)
         let task = session.dataTask(with: url) { data, _, _ in outcome.withLock { $0 = data } }
         task.resume()
         try await Task.sleep(for: .milliseconds(100))
@@ -140,8 +141,8 @@ struct FoundationBehaviourTests {
 /// `probe://wake/…` answers on its second `startLoading`.
 final class ProbeProtocol: URLProtocol {
     // Instances are only used on their task's work queue; the shared records are behind a Mutex.
-    private static let requests = Mutex<[URL: URLRequest]>([:])
-    private static let callLog = Mutex<[URL: [String]]>([:])
+    private static let requests = TrackedMutex<[URL: URLRequest]>([:])
+    private static let callLog = TrackedMutex<[URL: [String]]>([:])
     private var starts = 0
 
     static func recorded(_ url: URL) -> URLRequest? { Self.requests.withLock { $0[url] } }

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import AccessoryURLProtocol
 import Foundation
 import Synchronization
@@ -10,7 +11,7 @@ import Testing
 /// Routes each task's outcome to its own completion closure, for delegate-based stress tasks.
 final class StressDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     // `@unchecked Sendable`: all state is inside the Mutex.
-    private let state = Mutex<[Int: (data: Data, done: @Sendable (Data, (any Error)?) -> Void)]>([:])
+    private let state = TrackedMutex<[Int: (data: Data, done: @Sendable (Data, (any Error)?) -> Void)]>([:])
 
     func track(_ task: URLSessionTask, _ done: @escaping @Sendable (Data, (any Error)?) -> Void) {
         self.state.withLock { $0[task.taskIdentifier] = (Data(), done) }

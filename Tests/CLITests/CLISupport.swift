@@ -1,5 +1,6 @@
 import AccessoryCrypto
 import AccessoryTestSupport
+import AccessoryTransport
 import Dispatch
 import Foundation
 import Synchronization
@@ -136,7 +137,7 @@ struct RunResult: CustomStringConvertible {
 /// only grows slowly past the core count, so readers queued behind blocked ones saw output
 /// seconds late (a signal test then signalled a request that had already been answered).
 private final class Collector: Sendable {
-    private let bytes = Mutex<[UInt8]>([])
+    private let bytes = TrackedMutex<[UInt8]>([])
     private let finished = Once()
 
     init(_ handle: FileHandle) {
@@ -175,7 +176,7 @@ private final class Once: Sendable {
         var result: Bool?
         var continuation: CheckedContinuation<Bool, Never>?
     }
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     func wait() async -> Bool {
         await withCheckedContinuation { continuation in

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -13,7 +14,7 @@ import Synchronization
 /// revoked, so a handler that leaks its body into another task gets an error, not stolen bytes.
 final class LinkInbound: Sendable {
     private let link: ResponderLink
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     /// Who may read, and what the current request's body has done so far.
     enum BodyPhase: Sendable {

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
@@ -17,12 +18,12 @@ final class ResponseBodyStream: Sendable {
 
     private let link: ResponderLink
     private let declaredLength: Int?
-    private let state: Mutex<State>
+    private let state: TrackedMutex<State>
 
     init(link: ResponderLink, head: HTTPResponse, declaredLength: Int?) {
         self.link = link
         self.declaredLength = declaredLength
-        self.state = Mutex(State(pendingHead: head))
+        self.state = TrackedMutex(State(pendingHead: head))
     }
 
     /// Whether the head has left (so an error can no longer become a `500`).

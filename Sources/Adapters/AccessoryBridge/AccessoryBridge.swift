@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryTransport
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -74,7 +75,7 @@ public final class AccessoryBridge: Sendable {
     private let admission: BridgeAdmission
     private let statistics = BridgeStatistics()
     private let tracker = ConnectionTracker()
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     public init(
         client: AccessoryClient,

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import Synchronization
 
 /// Lets at most `limit` exchanges onto the accessory's link at once (one on an HTTP/1.1 link,
@@ -22,7 +23,7 @@ final class BridgeAdmission: Sendable {
     }
 
     let limit: Int
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     init(limit: Int) {
         self.limit = max(1, limit)

@@ -1,5 +1,6 @@
 import AccessoryClient
 import AccessoryHTTP1
+import AccessoryTransport
 import HTTPTypes
 import Logging
 import NIOCore
@@ -41,7 +42,7 @@ struct BridgeForwarder: Sendable {
             var status = 0
             var closeAfter = false
         }
-        let counts = Mutex(Counts())
+        let counts = TrackedMutex(Counts())
         var snapshot: Counts { self.counts.withLock { $0 } }
     }
 

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import Synchronization
 
 #if canImport(Glibc)
@@ -90,7 +91,7 @@ final class BridgeStatistics: Sendable {
         var idleReleases = 0
     }
 
-    private let counts = Mutex(Counts())
+    private let counts = TrackedMutex(Counts())
 
     /// A request ended, answered with `status` (0: no answer began).
     func answered(_ status: Int) {

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import NIOCore
 import Synchronization
 
@@ -15,7 +16,7 @@ final class ConnectionTracker: Sendable {
         var draining = false
     }
 
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     var count: Int { self.state.withLock { $0.entries.count } }
 

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import NIOCore
 import Synchronization
 
@@ -17,12 +18,12 @@ final class RequestBodyRelay: Sendable {
         case closed
     }
 
-    private let state = Mutex(State.idle)
+    private let state = TrackedMutex(State.idle)
     /// Called once, before the first part is asked for (the bridge sends `100 Continue` then).
-    private let beforeFirstPull: Mutex<(@Sendable () async throws -> Void)?>
+    private let beforeFirstPull: TrackedMutex<(@Sendable () async throws -> Void)?>
 
     init(beforeFirstPull: (@Sendable () async throws -> Void)? = nil) {
-        self.beforeFirstPull = Mutex(beforeFirstPull)
+        self.beforeFirstPull = TrackedMutex(beforeFirstPull)
     }
 
     /// Whether the whole body arrived (the client sent its end).

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import Foundation
 import Synchronization
 
@@ -28,7 +29,7 @@ public final class AccessoryResponseCache: Sendable {
 
     /// The most body bytes kept; least recently used entries are dropped beyond it.
     public let capacity: Int
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     /// Creates an empty cache holding at most `capacity` body bytes.
     public init(capacity: Int = 16 * 1024 * 1024) {

@@ -26,7 +26,7 @@ public final class AccessoryRouteTable: Sendable {
         var cache: AccessoryResponseCache? = AccessoryResponseCache()
     }
 
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     /// Creates an empty table (``shared`` is the one the protocol uses; others are for tests).
     public init() {}

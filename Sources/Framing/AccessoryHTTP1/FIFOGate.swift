@@ -1,3 +1,4 @@
+import AccessoryTransport
 import NIOCore
 import Synchronization
 
@@ -15,7 +16,7 @@ final class FIFOGate: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     /// The wait passed the deadline given to ``enter(expiringAt:on:)``.
     struct Expired: Error {}

@@ -21,7 +21,7 @@ public final class HTTPLink: Sendable {
     /// Runs this link's exchanges (see ``execute(_:body:deadline:_:)``).
     public let taskExecutor: EventLoopTaskExecutor
     private let gate = FIFOGate()
-    let state = Mutex(LinkState())
+    let state = TrackedMutex(LinkState())
     private let nextExchangeID = Atomic<UInt64>(0)
 
     struct Connection: Sendable {

@@ -221,7 +221,7 @@ private final class OpenOutcome<Value: Sendable>: Sendable {
         var onFinish: (@Sendable () -> Void)?
     }
 
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     func install(_ continuation: CheckedContinuation<Value, any Error>) {
         let early: Result<Value, any Error>? = self.state.withLock { state in

@@ -19,8 +19,8 @@ public final class HTTP2Link: Sendable {
     public let configuration: LinkConfiguration
     public let eventLoop: any EventLoop
 
-    private let connection = Mutex<ConnectionState>(.idle)
-    private let opens = Mutex(0)
+    private let connection = TrackedMutex<ConnectionState>(.idle)
+    private let opens = TrackedMutex(0)
 
     enum ConnectionState {
         case idle

@@ -75,7 +75,7 @@ public struct AutoSessionTransport: ByteStreamTransport {
     }
 
     final class SharedDecision: Sendable {
-        private let state = Mutex(Decision.unknown)
+        private let state = TrackedMutex(Decision.unknown)
         var value: Decision {
             get { self.state.withLock { $0 } }
             set { self.state.withLock { $0 = newValue } }

@@ -134,7 +134,7 @@ enum StandardError {
 
 /// The child processes a native client started through its transport, to reap them later.
 final class ChildList: Sendable {
-    let pids = Mutex<[pid_t]>([])
+    let pids = TrackedMutex<[pid_t]>([])
     func reapAll() {
         for pid in self.pids.withLock({ pids in
             defer { pids = [] }; return pids
@@ -180,7 +180,7 @@ struct Benchmarks: Sendable {
     /// responder answers with, so the raw ping-pong moves the same bytes.
     func captureStatusExchange() async throws -> StatusExchange {
         // 1. What the client writes: a peer in this process reads it and answers 204.
-        let peerEnd = Mutex<CInt?>(nil)
+        let peerEnd = TrackedMutex<CInt?>(nil)
         let client = AccessoryClient(
             transport: SocketPairTransport(name: "capture") { fd in peerEnd.withLock { $0 = fd } }
         )

@@ -45,7 +45,7 @@ struct CountingTransport: ByteStreamTransport {
 }
 
 final class ByteCounter: Sendable {
-    private let count = Mutex(0)
+    private let count = TrackedMutex(0)
     func add(_ bytes: Int) { self.count.withLock { $0 += bytes } }
     var value: Int { self.count.withLock { $0 } }
 }

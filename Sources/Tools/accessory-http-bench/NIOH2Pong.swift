@@ -1,4 +1,5 @@
 import AccessoryHTTP2
+import AccessoryTransport
 import ArgumentParser
 import Glibc
 import NIOCore
@@ -134,7 +135,7 @@ extension Benchmarks {
         let pid = try Sys.spawn(command, stdin: theirs, stdout: theirs, stderr: try self.childStderr())
         close(theirs)
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-        let multiplexerBox = Mutex<NIOHTTP2Handler.StreamMultiplexer?>(nil)
+        let multiplexerBox = TrackedMutex<NIOHTTP2Handler.StreamMultiplexer?>(nil)
         let channel = try await NIOPipeBootstrap(group: eventLoop)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

@@ -1,3 +1,4 @@
+import AccessoryTransport
 import AccessoryURLProtocol
 import ArgumentParser
 import Foundation
@@ -164,7 +165,7 @@ final class StreamingDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     let output: CInt?
-    let state = Mutex(State())
+    let state = TrackedMutex(State())
 
     init(output: CInt?) { self.output = output }
 

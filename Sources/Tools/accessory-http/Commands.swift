@@ -373,7 +373,7 @@ extension Serve {
 
 /// A task that a signal may cancel before it exists: the cancel is kept and applied on start.
 private final class CancellableWork: Sendable {
-    private let state = Mutex<(task: Task<Void, any Error>?, cancelled: Bool)>((nil, false))
+    private let state = TrackedMutex<(task: Task<Void, any Error>?, cancelled: Bool)>((nil, false))
 
     func cancel() {
         let task = self.state.withLock { state in

@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryTransport
 import Synchronization
 
 /// A one-line progress bar on stderr, redrawn at most ten times a second.
@@ -9,7 +10,7 @@ final class ProgressBar: Sendable {
     }
 
     private let started = ContinuousClock.now
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     func update(_ progress: TransferProgress) {
         let now = ContinuousClock.now

@@ -1,4 +1,5 @@
 import AccessoryBridge
+import AccessoryTransport
 import ArgumentParser
 import Foundation
 import NIOCore
@@ -128,7 +129,7 @@ private final class StatusCollector: ChannelInboundHandler, Sendable {
     }
 
     let promise: EventLoopPromise<Result>
-    private let partial = Mutex(Result(status: .ok, body: ""))
+    private let partial = TrackedMutex(Result(status: .ok, body: ""))
 
     init(promise: EventLoopPromise<Result>) {
         self.promise = promise

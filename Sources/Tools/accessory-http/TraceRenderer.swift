@@ -14,7 +14,7 @@ final class TraceRenderer: Sendable {
     }
 
     private let limit: Int
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     init(limit: Int) {
         self.limit = max(0, limit)

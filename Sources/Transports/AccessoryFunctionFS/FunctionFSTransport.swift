@@ -62,7 +62,7 @@ public final class FunctionFSTransport: ByteStreamTransport {
         let bytesOut = Atomic<Int>(0)
         private let ended = Atomic<Bool>(false)
         /// The responder's channel on the other end of the socketpair.
-        private let channel = Mutex<(any Channel)?>(nil)
+        private let channel = TrackedMutex<(any Channel)?>(nil)
         init(descriptor: CInt, generation: Int) {
             self.descriptor = descriptor
             self.generation = generation
@@ -111,7 +111,7 @@ public final class FunctionFSTransport: ByteStreamTransport {
     /// Where `functionfs` is mounted for this function, e.g. `/dev/ffs-accessory`.
     public let directory: String
     public let configuration: Configuration
-    let state = Mutex(State())
+    let state = TrackedMutex(State())
     let logger = Logger(label: "accessory-http.functionfs")
 
     public init(directory: String, configuration: Configuration = .init()) {

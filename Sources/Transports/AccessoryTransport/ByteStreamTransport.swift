@@ -72,7 +72,7 @@ extension ByteStreamTransport {
 /// (and ``OpenedByteStream/renew(building:)``), since ``ByteStreamTransport/open(on:configure:)`` itself is
 /// not generic (a generic requirement would make every transport carry the type through).
 final class BuiltOutput<Output: Sendable>: Sendable {
-    private let value = Mutex<Output?>(nil)
+    private let value = TrackedMutex<Output?>(nil)
 
     func store(_ output: Output) { self.value.withLock { $0 = output } }
 

@@ -14,7 +14,7 @@ final class ChildProcess: Sendable {
     let pid: pid_t
     private let exitPromise: EventLoopPromise<ExitStatus>
     /// `nil` while running. Guarded so that "not reaped yet" and "send a signal" are atomic.
-    private let status = Mutex<ExitStatus?>(nil)
+    private let status = TrackedMutex<ExitStatus?>(nil)
     /// Whether the process group may still have members (cleared once `kill` finds none).
     private let groupMayExist = Atomic<Bool>(true)
 

@@ -122,7 +122,7 @@ public struct SerialTransport: ByteStreamTransport {
 
 /// Counts the ports a ``SerialTransport`` (and its copies) opened and has not yet released.
 private final class UnreleasedPorts: Sendable {
-    private let value = Mutex(0)
+    private let value = TrackedMutex(0)
 
     var count: Int { self.value.withLock { $0 } }
 

@@ -5,7 +5,7 @@ import Synchronization
 /// reason it failed usually is, and a chatty child must not grow memory without bound.
 final class StderrRingBuffer: Sendable {
     let capacity: Int
-    private let state = Mutex(State())
+    private let state = TrackedMutex(State())
 
     private struct State {
         var bytes: [UInt8] = []

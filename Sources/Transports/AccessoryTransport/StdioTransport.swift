@@ -13,7 +13,7 @@ import Synchronization
 /// `socat` or `ssh` without `-t`.
 public struct StdioTransport: ByteStreamTransport {
     /// Whether a stdio stream is open in this process; two would steal each other's bytes.
-    private static let inUse = Mutex(false)
+    private static let inUse = TrackedMutex(false)
 
     /// Standard input and output, except in tests.
     let input: FileDescriptor

@@ -48,7 +48,7 @@ final class USBLinkBridge: Sendable {
     let name: String
     /// The bridge's end of the socketpair; closed in teardown.
     let socket: CInt
-    let state = Mutex(State())
+    let state = TrackedMutex(State())
     private let inputReady = DispatchSemaphore(value: 0)
     private let outputFree = DispatchSemaphore(value: 0)
 

@@ -3,6 +3,7 @@ import AccessoryCrypto
 import AccessoryEmulator
 import AccessoryHTTP1
 import AccessoryTestSupport
+import AccessoryTransport
 import Foundation
 import HTTPTypes
 import NIOCore
@@ -266,7 +267,7 @@ struct ClientEndToEndTests {
         let path = temporaryPath("download.bin")
         defer { try? FileManager.default.removeItem(atPath: path) }
         let count = 5 * 1024 * 1024
-        let reports = Mutex<[TransferProgress]>([])
+        let reports = TrackedMutex<[TransferProgress]>([])
         let head = try await client.download(AccessoryRequest(path: "/bytes/\(count)"), to: path) { progress in
             reports.withLock { $0.append(progress) }
         }
@@ -329,7 +330,7 @@ struct ClientEndToEndTests {
         var bytes = [UInt8](repeating: 0, count: 3 * 1024 * 1024 + 5)
         for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 7 &+ index >> 11) }
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        let last = Mutex<TransferProgress?>(nil)
+        let last = TrackedMutex<TransferProgress?>(nil)
         let (head, body) = try await client.upload(AccessoryRequest(method: .post, path: "/upload"), fromFile: path) {
             progress in
             last.withLock { $0 = progress }
@@ -454,7 +455,7 @@ struct ClientEndToEndTests {
     func cancellation() async throws {
         let client = makeEmulatorClient()
         defer { Task { await client.shutdown() } }
-        let started = Mutex(false)
+        let started = TrackedMutex(false)
         let task = Task {
             try await client.execute(AccessoryRequest(path: "/bytes/50000000")) { response in
                 var seen = 0

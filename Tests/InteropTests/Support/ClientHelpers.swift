@@ -55,7 +55,7 @@ extension ByteBuffer {
 
 /// Collects a link's trace notes, to explain a failure.
 final class TraceNotes: Sendable {
-    private let notes = Mutex<[String]>([])
+    private let notes = TrackedMutex<[String]>([])
     private let start = ContinuousClock.now
 
     var tracer: LinkTracer {
