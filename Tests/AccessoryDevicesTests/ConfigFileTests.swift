@@ -41,6 +41,8 @@ struct ConfigFileTests {
         ("\n\ncolour = blue", .unknownSetting, "c:3:"),
         ("timeout = -1", .invalidValue, "c:1:"),
         ("timeout = soon", .invalidValue, "c:1:"),
+        ("timeout = inf", .invalidValue, "c:1:"),
+        ("timeout = 1e300", .invalidValue, "c:1:"),
         ("session = maybe", .invalidValue, "c:1:"),
         ("http = 3", .invalidValue, "c:1:"),
         ("[usb 12:1]", .invalidSection, "c:1:"),

@@ -108,6 +108,24 @@ struct ExitStatusTests {
         #expect(negative.status == 64, "\(negative)")
     }
 
+    /// `inf` and 1e300 parse as Doubles; a Duration made from them trapped (the CLI died with
+    /// SIGILL) before the bound above was checked.
+    @Test(arguments: [
+        ["get", "--timeout", "inf"], ["get", "--timeout", "1e300"], ["get", "--connect-timeout", "inf"],
+    ])
+    func anEndlessTimeoutIsAUsageError(options: [String]) async throws {
+        let result = try await cli(["--device", "emulator"] + options + ["/status"])
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains("at most 31536000"), "\(result)")
+    }
+
+    @Test func anEndlessTimeoutInTheConfigFileIsAUsageError() async throws {
+        try scratch.writeConfig("device = emulator\ntimeout = inf\n")
+        let result = try await cli(["get", "/status"])
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains(scratch.configFile.path + ":2:"), "\(result)")
+    }
+
     @Test func aDeviceThatExitsIsATransportFailureThatSaysHow() async throws {
         let result = try await cli(
             ["--device", "exec:echo 'no such accessory' >&2; exit 3", "get", "/status"],

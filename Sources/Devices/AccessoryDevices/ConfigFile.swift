@@ -50,6 +50,15 @@ public struct ConfigFile: Sendable {
         return home + "/.config/accessory-http/config"
     }
 
+    /// The longest timeout the file and the CLI take, in seconds: a year. A `Duration` made from
+    /// `inf` or 1e300 seconds traps, so every timeout is bounded above as well as below.
+    public static let maximumTimeout: Double = 31_536_000
+
+    /// Whether `seconds` is a timeout the file and the CLI take: above 0, at most a year.
+    public static func isTimeout(_ seconds: Double) -> Bool {
+        seconds > 0 && seconds <= Self.maximumTimeout
+    }
+
     /// Loads the file at `path`; a missing file is an empty configuration.
     public static func load(path: String) throws(ConfigFileError) -> ConfigFile {
         guard let text = readTextFile(path) else { return ConfigFile(path: path) }
@@ -110,10 +119,10 @@ public struct ConfigFile: Sendable {
             case "device": config.device = value
             case "host": config.host = value
             case "timeout":
-                guard let seconds = Double(value), seconds > 0 else {
+                guard let seconds = Double(value), Self.isTimeout(seconds) else {
                     throw ConfigFileError(
                         .invalidValue,
-                        "\(location): timeout must be a positive number of seconds, not \"\(value)\""
+                        "\(location): timeout must be a number of seconds above 0 and at most \(Int(Self.maximumTimeout)), not \"\(value)\""
                     )
                 }
                 config.timeout = seconds

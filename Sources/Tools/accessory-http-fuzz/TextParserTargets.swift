@@ -40,8 +40,8 @@ enum TextParserTargets {
 
     /// The settings file (`ConfigFile.parse`). An error names the file and a line that exists
     /// (`fuzz.conf:N:`, as the CLI's messages promise); a file that parses has only complete
-    /// bridge sections, and its USB sections' keys are already in normal form (a key written
-    /// back as `[usb KEY]` parses to itself).
+    /// bridge sections, its timeout makes a `Duration`, and its USB sections' keys are already in
+    /// normal form (a key written back as `[usb KEY]` parses to itself).
     static func config(_ input: inout FuzzInput) {
         let text = input.text()
         let lines = ConfigFile.lines(of: text).count
@@ -64,6 +64,8 @@ enum TextParserTargets {
                 "a value with a line break in it: \(value.debugDescription)"
             )
         }
+        // The CLI makes a Duration of the timeout, and Duration traps on `inf` or 1e300.
+        if let timeout = config.timeout { _ = Duration.seconds(timeout) }
         for bridge in config.bridges {
             FuzzCheck.require(
                 bridge.device != nil && !bridge.listen.isEmpty,

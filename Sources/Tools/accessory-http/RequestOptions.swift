@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryDevices
 import AccessoryHTTP1
 import ArgumentParser
 import HTTPTypes
@@ -68,9 +69,13 @@ struct RequestOptions: ParsableArguments {
     var compressed = false
 
     func validate() throws {
-        if let timeout, !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
-        if let connectTimeout, !(connectTimeout > 0) {
-            throw ValidationError("--connect-timeout must be a positive number of seconds")
+        // Bounded above as well: a Duration made from `inf` or 1e300 seconds traps.
+        for (name, value) in [("--timeout", self.timeout), ("--connect-timeout", self.connectTimeout)] {
+            if let value, !ConfigFile.isTimeout(value) {
+                throw ValidationError(
+                    "\(name) must be a number of seconds above 0 and at most \(Int(ConfigFile.maximumTimeout)), not \(value)"
+                )
+            }
         }
         if maxRedirs < 0 { throw ValidationError("--max-redirs must be 0 or more") }
     }
