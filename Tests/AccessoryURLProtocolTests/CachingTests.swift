@@ -26,6 +26,17 @@ struct CachingTests {
         #expect(self.heads(matching: marker).count == 1)
     }
 
+    @Test(
+        "max-age is delta-seconds: digits only, at most 2^31",
+        arguments: [
+            ("60", 60.0), ("0", 0), ("99999999999999", 2_147_483_648), ("inf", nil), ("1e300", nil), ("-5", nil),
+            ("0x10", nil), ("1.5", nil), ("", nil), (" 60", nil),
+        ] as [(String, Double?)]
+    )
+    func maxAgeIsDeltaSeconds(text: String, seconds: Double?) {
+        #expect(ResponseCache.deltaSeconds(Substring(text)) == seconds)
+    }
+
     @Test("the cache key includes the query string")
     func queryInKey() async throws {
         let session = Fixture.session()

@@ -19,9 +19,19 @@ enum ResponseCache {
         let directives = (entry.response.value(forHTTPHeaderField: "Cache-Control") ?? "").lowercased()
             .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         if directives.contains("no-cache") { return false }
-        guard let maxAge = directives.first(where: { $0.hasPrefix("max-age=") }).flatMap({ Double($0.dropFirst(8)) })
+        guard
+            let maxAge = directives.first(where: { $0.hasPrefix("max-age=") }).flatMap({ deltaSeconds($0.dropFirst(8)) }
+            )
         else { return false }
         return now.timeIntervalSince(entry.storedAt) < maxAge
+    }
+
+    /// `delta-seconds` (RFC 9111 §1.2.2): digits only, and a value above 2^31 counts as 2^31.
+    /// `Double(_:)` alone took `inf`, `1e300`, `-5` and `0x10` from a device, and `inf` kept an
+    /// entry fresh for ever.
+    static func deltaSeconds(_ text: Substring) -> Double? {
+        guard !text.isEmpty, text.allSatisfy({ $0 >= "0" && $0 <= "9" }) else { return nil }
+        return min(Double(text) ?? 2_147_483_648, 2_147_483_648)
     }
 
     /// `If-None-Match` / `If-Modified-Since` for revalidating `entry`, empty when it has no
