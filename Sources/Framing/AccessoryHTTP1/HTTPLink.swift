@@ -253,10 +253,17 @@ public final class HTTPLink: Sendable {
     /// process reaped, a serial line's settings restored). Exchanges in progress fail; later
     /// ones throw `.shutDown`.
     public func shutdown() async {
+        // The streams being closed go to `releasing` in the same step as they leave the state:
+        // a second shutdown running at the same time (the CLI's, beside the one its SIGINT
+        // handler started) then waits for them too, instead of returning at once and letting
+        // the process exit before an exec: device's process group is gone.
         let (connection, parked, opening): (Connection?, Connection?, Task<Connection, any Error>?) =
             self.state.withLock { state in
                 state.isShutDown = true
                 defer { (state.connection, state.parked) = (nil, nil) }
+                for stream in [state.connection?.stream, state.parked?.stream].compactMap({ $0 }) {
+                    state.releasing[ObjectIdentifier(stream.channel)] = stream
+                }
                 return (state.connection, state.parked, state.pendingOpen?.task)
             }
         // An open that outlived its request: it gives up (or closes what it opened) and is
@@ -268,12 +275,8 @@ public final class HTTPLink: Sendable {
             self.eventLoop.execute { handler.value.close(reason: HTTPLinkError(.shutDown, "the link was shut down")) }
             // The handler may only have ended its session (a transport that renews in band).
             connection.stream.channel.close(promise: nil)
-            await connection.stream.waitUntilReleased()
         }
-        if let parked {
-            parked.stream.channel.close(promise: nil)
-            await parked.stream.waitUntilReleased()
-        }
+        parked?.stream.channel.close(promise: nil)
         for stream in self.state.withLock({ Array($0.releasing.values) }) {
             await stream.waitUntilReleased()
         }

@@ -84,15 +84,19 @@ final class ChildProcess: Sendable {
     /// after the child's exit (then the group gets `SIGKILL`).
     func waitUntilGroupEnded(limit: Duration) async {
         _ = try? await self.exitFuture.get()
-        let clock = ContinuousClock()
-        let deadline = clock.now + limit
-        while self.groupIsAlive {
-            if clock.now >= deadline {
-                self.send(SIGKILL)
-                return
+        // In a task of its own: the caller's may be cancelled (a CLI after SIGINT), and there
+        // Task.sleep returns at once, which turned this poll into a busy loop.
+        await Task {
+            let clock = ContinuousClock()
+            let deadline = clock.now + limit
+            while self.groupIsAlive {
+                if clock.now >= deadline {
+                    self.send(SIGKILL)
+                    return
+                }
+                try? await Task.sleep(for: .milliseconds(20))
             }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        }.value
     }
 
     /// Blocks until the child exits, reaps it and completes ``exitFuture``.
