@@ -20,6 +20,7 @@ import Testing
     ])
     func bytesAfterTheEndInTheSameReadEndTheLink(rest: String, body: String) throws {
         let link = try Link()
+        defer { link.finish() }
         let exchange = try link.start("/first")
         link.device("HTTP/1.1 200 OK\r\n" + rest + "HTTP/1.1 200 OK\r\n")
         #expect(link.claimedBody(exchange) == body, "the response itself is whole and delivered")
@@ -36,6 +37,7 @@ import Testing
     ])
     func aResponseThatEndsWithItsReadKeepsTheLink(response: String, method: String) throws {
         let link = try Link()
+        defer { link.finish() }
         let exchange = try link.start("/first", method: HTTPMethod(rawValue: method))
         // Also in pieces: the end's last bytes may come in a read of their own.
         for piece in [response.dropLast(3), response.suffix(3)] { link.device(String(piece)) }
@@ -48,6 +50,7 @@ import Testing
 
     @Test func bytesAfterTheEndAreCaughtWhenTheEndSplitsAcrossReads() throws {
         let link = try Link()
+        defer { link.finish() }
         let exchange = try link.start("/first")
         link.device("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab")
         link.device("cdHTTP/1.1")
@@ -59,6 +62,7 @@ import Testing
     /// promise that is never completed; found by the `response` fuzz target).
     @Test func aConsumerGoneBeforeTheHeadHasItsHeadFailed() throws {
         let link = try Link()
+        defer { link.finish() }
         let exchange = try link.start("/gone", streamed: true)
         link.handler.consumerGone(id: exchange.id)
         link.device("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
