@@ -58,19 +58,40 @@ public struct HTTPResponder: Sendable {
             throw ResponderError(.setupFailed, "descriptor \(descriptor) is a regular file, not a byte stream")
         }
         let configuration = self.configuration
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<ServedLink> = { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try ResponderPipeline.configureLink(channel, configuration: configuration)
+            }
+        }
         let served: ServedLink
         do {
-            served = try await NIOPipeBootstrap(group: eventLoop)
-                .channelOption(.allowRemoteHalfClosure, value: true)
-                .takingOwnershipOfDescriptor(inputOutput: descriptor) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try ResponderPipeline.configureLink(channel, configuration: configuration)
-                    }
-                }
+            if Self.isStreamSocket(descriptor) {
+                // A stream socket (a socketpair end, a unix socket) is served as a socket, not as
+                // a pipe pair: NIO's pipe channel splits it into two descriptors and, when the
+                // peer goes away while a response waits for room, can see the write side's
+                // hang-up first and then the read side's end as a half-close, and stays open
+                // for ever with the write pending (seen: one serve call in two stuck after a
+                // killed download through the bridge). A socket channel takes the hang-up as
+                // the end of the whole link.
+                served = try await ClientBootstrap(group: eventLoop)
+                    .channelOption(.allowRemoteHalfClosure, value: true)
+                    .withConnectedSocket(descriptor, channelInitializer: initializer)
+            } else {
+                served = try await NIOPipeBootstrap(group: eventLoop)
+                    .channelOption(.allowRemoteHalfClosure, value: true)
+                    .takingOwnershipOfDescriptor(inputOutput: descriptor, channelInitializer: initializer)
+            }
         } catch {
             throw ResponderError(.setupFailed, "could not serve descriptor \(descriptor): \(error)")
         }
         await self.serve(served)
+    }
+
+    /// Whether `descriptor` is a connected stream socket (`SOCK_STREAM`).
+    private static func isStreamSocket(_ descriptor: CInt) -> Bool {
+        var type: CInt = 0
+        var length = socklen_t(MemoryLayout<CInt>.size)
+        return getsockopt(descriptor, SOL_SOCKET, SO_TYPE, &type, &length) == 0 && type == CInt(SOCK_STREAM.rawValue)
     }
 
     /// Opens `transport` once and serves that link until the peer closes it (or the task is
