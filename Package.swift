@@ -422,7 +422,7 @@ let package = Package(
             name: "AccessoryURLProtocolTests",
             dependencies: [
                 "AccessoryURLProtocol", "AccessoryClient", "AccessoryEmulator", "AccessoryResponder",
-                "AccessoryTransport",
+                "AccessoryTransport", "AccessoryTestSupport",
                 "AccessoryTLS", "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
