@@ -77,8 +77,13 @@ public struct HTTPResponder: Sendable {
                     .channelOption(.allowRemoteHalfClosure, value: true)
                     .withConnectedSocket(descriptor, channelInitializer: initializer)
             } else {
+                // A terminal never half-closes: the end of its input is a hang-up (an unplugged
+                // gadget, a closed pty master), and it ends the link. Taken as a half-close, NIO's
+                // pipe channel, having already closed the write side on the hang-up, would wait
+                // for room to write for ever (every try with a pty whose master closed during a
+                // download).
                 served = try await NIOPipeBootstrap(group: eventLoop)
-                    .channelOption(.allowRemoteHalfClosure, value: true)
+                    .channelOption(.allowRemoteHalfClosure, value: isatty(descriptor) == 0)
                     .takingOwnershipOfDescriptor(inputOutput: descriptor, channelInitializer: initializer)
             }
         } catch {
