@@ -269,7 +269,13 @@ struct Serve: AsyncParsableCommand {
                 }
                 // The responder always accepts sessions (docs/framing.md §6): link options are
                 // the host's choice, not the device's.
-                let transport = try GlobalOptions.clientTransport(for: DeviceSpec(spec.kind))
+                var transport = try GlobalOptions.clientTransport(for: DeviceSpec(spec.kind))
+                if var stdio = transport as? StdioTransport {
+                    // `printf 'GET …' | serve --device stdio` (or a client behind socat that
+                    // half-closes) gets its answer before the link ends.
+                    stdio.allowsHalfClose = true
+                    transport = stdio
+                }
                 // TLS inside the session layer: every session is a TLS connection of its own
                 // (and a host without sessions gets one for its one stream).
                 let streamLayer = try tls.map { try Self.tlsStreamLayer($0) }

@@ -23,10 +23,18 @@ public struct StdioTransport: ByteStreamTransport {
         self.init(input: .standardInput, output: .standardOutput)
     }
 
+    /// Whether the end of stdin is a half-close: the peer has sent all it will, and what is
+    /// being answered is still written before the link ends. A responder wants this
+    /// (`printf 'GET /status …' | accessory-http serve --device stdio` gets its answer, as
+    /// `nc -N` does from a socket); a host does not (a device that ends its output is gone).
+    /// Either way, a reader of stdout that goes away ends the link.
+    public var allowsHalfClose: Bool = false
+
     /// Tests substitute pipes and files for descriptors 0 and 1.
-    init(input: FileDescriptor, output: FileDescriptor) {
+    init(input: FileDescriptor, output: FileDescriptor, allowsHalfClose: Bool = false) {
         self.input = input
         self.output = output
+        self.allowsHalfClose = allowsHalfClose
     }
 
     public var description: String { "stdio" }
@@ -70,13 +78,33 @@ public struct StdioTransport: ByteStreamTransport {
             throw TransportError(.openFailed, "could not duplicate stdin and stdout: \(error)")
         }
 
+        // With half-closes, a watch on a duplicate of stdout (see OutputHangUpWatch).
+        var watched: FileDescriptor?
+        if self.allowsHalfClose {
+            do {
+                watched = try output.duplicate()
+            } catch {
+                try? input.close()
+                try? output.close()
+                restore()
+                throw TransportError(.openFailed, "could not duplicate stdout: \(error)")
+            }
+        }
+        let watchedDescriptor = watched?.rawValue
         let channel: any Channel
         do {
             channel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelInitializer(configure)
+                .channelOption(.allowRemoteHalfClosure, value: self.allowsHalfClose)
+                .channelInitializer { channel in
+                    guard let watchedDescriptor else { return configure(channel) }
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(OutputHangUpWatch(watched: watchedDescriptor))
+                    }.flatMap { configure(channel) }
+                }
                 .takingOwnershipOfDescriptors(input: input.rawValue, output: output.rawValue)
                 .get()
         } catch {
+            try? watched?.close()
             try? input.close()
             try? output.close()
             restore()
@@ -89,7 +117,10 @@ public struct StdioTransport: ByteStreamTransport {
             }
             throw TransportError(.openFailed, "could not attach stdin and stdout to the event loop: \(error)")
         }
-        channel.closeFuture.whenComplete { _ in restore() }
+        channel.closeFuture.whenComplete { _ in
+            try? watched?.close()
+            restore()
+        }
         return OpenedByteStream(channel: channel)
     }
 
