@@ -103,7 +103,7 @@ struct TerminalHangUpTests {
             let (host, serving) = try Self.servedTerminal(served)
             try await host.waitUntilServed()
             try host.send("GET /endless HTTP/1.1\r\nHost: accessory\r\n\r\n")
-            _ = try await host.read(within: .seconds(5)) { $0.count >= 256 * 1024 }
+            _ = try await host.read(within: TimeBounds.scaled(.seconds(5))) { $0.count >= 256 * 1024 }
             // The host stops reading until the accessory's writes wait for room, then hangs up.
             try await Task.sleep(for: .milliseconds(20 + round * 5))
             close(host.master)
