@@ -75,7 +75,9 @@ struct BridgeClientsTests {
         }
     }
 
-    @Test("URLSession: data, download and upload tasks, an ETag revalidation, a challenge, a redirect")
+    @Test(
+        "URLSession: data, download and upload tasks, an ETag revalidation, a Basic challenge, a Digest 401, a redirect"
+    )
     func urlSession() async throws {
         try await withBridge { fixture in
             let base = fixture.baseURL
@@ -123,6 +125,24 @@ struct BridgeClientsTests {
             #expect((basicResponse as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: basic, as: UTF8.self))")
             #expect(answerer.challenges.contains(NSURLAuthenticationMethodHTTPBasic), "\(answerer.challenges)")
 
+            // A Digest challenge reaches URLSession intact, but FoundationNetworking (Swift 6.3.1)
+            // hands only Basic challenges to the delegate ("`Basic` is the only supported scheme
+            // at the moment", its _HTTPMessage._Challenge parser): the 401 is delivered as the
+            // response, the delegate never asked. What a client that speaks Digest does with the
+            // same challenge through the bridge: BridgeCurlTests' `curl --digest`. If this
+            // starts failing, Foundation answers Digest now: assert the 200 instead.
+            let (digest, digestResponse) = try await session.data(
+                from: URL(string: base + "/digest-auth/auth/user/secret")!
+            )
+            let digestHTTP = digestResponse as? HTTPURLResponse
+            #expect(digestHTTP?.statusCode == 401, "\(String(decoding: digest, as: UTF8.self))")
+            #expect(
+                digestHTTP?.value(forHTTPHeaderField: "WWW-Authenticate")?.hasPrefix("Digest realm=\"accessory\"")
+                    == true,
+                "\(String(describing: digestHTTP?.allHeaderFields))"
+            )
+            #expect(!answerer.challenges.contains(NSURLAuthenticationMethodHTTPDigest), "\(answerer.challenges)")
+
             // A revalidation by entity tag: a 304 passes through. (FoundationNetworking's own
             // URLCache is not consulted by its data tasks on Linux — measured with Swift 6.3.1
             // against Python's http.server and max-age=60: every request went out, none
@@ -136,10 +156,10 @@ struct BridgeClientsTests {
             let (_, secondResponse) = try await session.data(for: conditional)
             #expect((secondResponse as? HTTPURLResponse)?.statusCode == 304)
             // The bridge counts an exchange just after its last byte went out.
-            _ = await waitUntil(timeout: .seconds(5)) { fixture.bridge.status.requests >= 10 }
+            _ = await waitUntil(timeout: .seconds(5)) { fixture.bridge.status.requests >= 11 }
             let counts = fixture.bridge.status
             #expect(counts.responses[304] == 1, "the conditional request was not answered 304: \(counts.responses)")
-            #expect(counts.responses[401] == 1 && counts.responses[302] == 2, "\(counts.responses)")
+            #expect(counts.responses[401] == 2 && counts.responses[302] == 2, "\(counts.responses)")
             print("bridge: URLSession made \(counts.requests) requests through the bridge: \(counts.responses)")
         }
     }
