@@ -40,20 +40,27 @@ struct BridgeSharingTests {
         )
     }
 
+    /// curl downloading 1 GiB at 4 MB/s through the bridge, once its exchange holds the link.
+    static func startSlowDownload(_ fixture: BridgeFixture) async throws -> Subprocess {
+        try #require(access(Self.curl, X_OK) == 0, "curl is not installed at \(Self.curl); run scripts/bootstrap")
+        let download = try Subprocess(
+            [
+                Self.curl, "-sS", "--max-time", "120", "--limit-rate", "4M", "-o", "/dev/null",
+                "--unix-socket", fixture.socket, "http://accessory/bytes/\(Self.gibibyte)",
+            ],
+            logPath: fixture.directory.path("download.log")
+        )
+        let busy = await waitUntil(timeout: TimeBounds.scaled(.seconds(10))) { fixture.bridge.status.active == 1 }
+        if !busy { download.stop() }
+        try #require(busy, "the download did not reach the link: \(download.log)")
+        return download
+    }
+
     @Test("HTTP/2 link: /status is answered while a slow 1 GiB download runs")
     func statusDuringASlowDownloadOnHTTP2() async throws {
-        try #require(access(Self.curl, X_OK) == 0, "curl is not installed at \(Self.curl); run scripts/bootstrap")
         try await withBridge(http2: true) { fixture in
-            let download = try Subprocess(
-                [
-                    Self.curl, "-sS", "--max-time", "120", "--limit-rate", "4M", "-o", "/dev/null",
-                    "--unix-socket", fixture.socket, "http://accessory/bytes/\(Self.gibibyte)",
-                ],
-                logPath: fixture.directory.path("download.log")
-            )
+            let download = try await Self.startSlowDownload(fixture)
             defer { download.stop() }
-            let busy = await waitUntil(timeout: TimeBounds.scaled(.seconds(10))) { fixture.bridge.status.active == 1 }
-            try #require(busy, "the download did not reach the link")
             var times: [Duration] = []
             for attempt in 0..<16 {
                 let (line, _, elapsed) = await Self.status(fixture.socket)
@@ -67,8 +74,11 @@ struct BridgeSharingTests {
                 "bridge: /status during a 4 MB/s 1 GiB download on one HTTP/2 link: median \(Self.milliseconds(median)), "
                     + "fastest \(Self.milliseconds(times[0])), slowest \(Self.milliseconds(slowest)) over 16"
             )
-            #expect(median < TimeBounds.scaled(.milliseconds(100)), "median of \(times)")
-            #expect(slowest < TimeBounds.scaled(.seconds(1)), "slowest of \(times)")
+            // Queued behind the download instead, each would wait for the queue timeout (30 s)
+            // or the download's end (over 4 minutes). Alone the median is about 2 ms; the bounds
+            // leave room for a loaded machine (scripts/test runs this suite by itself).
+            #expect(median < TimeBounds.scaled(.milliseconds(500)), "median of \(times)")
+            #expect(slowest < TimeBounds.scaled(.seconds(2)), "slowest of \(times)")
 
             // The downloading client goes away; the next request is answered.
             download.stop()
@@ -80,19 +90,10 @@ struct BridgeSharingTests {
 
     @Test("HTTP/1.1 link: /status waits behind the download and gets 503 with Retry-After")
     func statusDuringASlowDownloadOnHTTP1() async throws {
-        try #require(access(Self.curl, X_OK) == 0, "curl is not installed at \(Self.curl); run scripts/bootstrap")
         let queueTimeout = TimeBounds.scaled(.milliseconds(300))
         try await withBridge(configure: { $0.queueTimeout = queueTimeout }) { fixture in
-            let download = try Subprocess(
-                [
-                    Self.curl, "-sS", "--max-time", "120", "--limit-rate", "4M", "-o", "/dev/null",
-                    "--unix-socket", fixture.socket, "http://accessory/bytes/\(Self.gibibyte)",
-                ],
-                logPath: fixture.directory.path("download.log")
-            )
+            let download = try await Self.startSlowDownload(fixture)
             defer { download.stop() }
-            let busy = await waitUntil(timeout: TimeBounds.scaled(.seconds(10))) { fixture.bridge.status.active == 1 }
-            try #require(busy, "the download did not reach the link")
             let (line, head, elapsed) = await Self.status(fixture.socket)
             #expect(line == "HTTP/1.1 503 Service Unavailable", "\(line)")
             #expect(head.lowercased().contains("\r\nretry-after: "), "\(head)")
