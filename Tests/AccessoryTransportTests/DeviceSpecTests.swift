@@ -48,6 +48,27 @@ import Testing
             )
         ),
         ("usb:1209:0001?interface=2", .usb(USBDeviceSelector(vendorID: 0x1209, productID: 0x0001, interfaceNumber: 2))),
+        ("aoa", .aoa(AndroidAccessorySelector())),
+        ("aoa?port=1-1", .aoa(AndroidAccessorySelector(portPath: "1-1"))),
+        ("aoa:18d1:4EE7", .aoa(AndroidAccessorySelector(vendorID: 0x18D1, productID: 0x4EE7))),
+        (
+            "aoa:18d1:4ee7?manufacturer=Acme&model=Meter&description=A meter&version=2.0&uri=https://acme.example/m?x=1&serial=M-1&port=1-2",
+            .aoa(
+                AndroidAccessorySelector(
+                    vendorID: 0x18D1,
+                    productID: 0x4EE7,
+                    portPath: "1-2",
+                    identity: AndroidAccessoryIdentity(
+                        manufacturer: "Acme",
+                        model: "Meter",
+                        description: "A meter",
+                        version: "2.0",
+                        uri: "https://acme.example/m?x=1",
+                        serial: "M-1"
+                    )
+                )
+            )
+        ),
     ]
 
     @Test(arguments: Self.valid)
@@ -110,6 +131,12 @@ import Testing
         ("usb:1209:0001?interface=-1", "interface=-1"),
         ("usb:1209:0001?interface=+1", "interface=+1"),
         ("usb:1209:0001?baud=9600", "unknown option \"baud\""),
+        ("aoa:18d1", "VID:PID"),
+        ("aoa:", "VID:PID"),
+        ("aoa:18d1:4ee7?interface=0", "unknown option \"interface\""),
+        ("aoa?model=", "empty value"),
+        ("aoa?port=x", "port=x"),
+        ("aoa?uri=" + String(repeating: "u", count: 256), "at most 255"),
     ]
 
     @Test(arguments: Self.invalid)
@@ -125,7 +152,10 @@ import Testing
     }
 
     @Test func acceptedFormsListsEveryScheme() {
-        for form in ["emulator", "stdio", "unix:", "exec:", "serial:", "usb:", "baud=", "flow=", "interface="] {
+        for form in [
+            "emulator", "stdio", "unix:", "exec:", "serial:", "usb:", "aoa", "manufacturer=", "baud=", "flow=",
+            "interface=",
+        ] {
             #expect(DeviceSpec.acceptedForms.contains(form), "missing \(form)")
         }
     }

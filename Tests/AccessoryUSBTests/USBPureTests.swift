@@ -128,6 +128,10 @@ struct USBQuirksTests {
         try quirks.set("title-case-headers", to: "yes")
         try quirks.set("max-interfaces", to: "2")
         try quirks.set("interface-class", to: "ff/48/01, 07/01/04")
+        try quirks.set("reset-on-open", to: "yes")
+        try quirks.set("init-delay", to: "0.25")
+        #expect(quirks.resetOnOpen == true)
+        #expect(quirks.initDelay == .milliseconds(250))
         #expect(quirks.zeroLengthPackets == false)
         #expect(quirks.maxTransferSize == 8192)
         #expect(quirks.claimDelay == .milliseconds(500))
@@ -141,12 +145,15 @@ struct USBQuirksTests {
         #expect(configuration.transfers.maxTransferSize == 8192)
         #expect(configuration.claimDelay == .milliseconds(500))
         #expect(configuration.maxInterfaces == 2)
+        #expect(configuration.resetOnOpen)
+        #expect(configuration.initDelay == .milliseconds(250))
     }
 
     @Test func badValuesAreErrorsThatNameTheKey() {
         var quirks = USBQuirks()
         let bad = [
             ("zlp", "maybe"), ("max-transfer-size", "12"), ("max-transfer-size", "١٠٠"), ("claim-delay", "-1"),
+            ("init-delay", "61"), ("init-delay", "nan"), ("reset-on-open", "2"),
             ("max-interfaces", "0"), ("interface-class", "ff"), ("speed", "fast"),
         ]
         for (key, value) in bad {
@@ -264,6 +271,35 @@ struct USBListingTests {
         #expect(json.contains(#""serialNumber":"EVIL\u001b[8m\nfake line\u009b2J\u202e""#), "\(json)")
         let decoded = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]]
         #expect(decoded?.first?["serialNumber"] as? String == info.serialNumber)
+    }
+
+    /// Android devices: the spec `aoa` uses, and what both forms say about them.
+    @Test func androidDevicesAreListedWithTheirAOASpec() throws {
+        var phone = Self.info
+        phone.vendorID = 0x18D1
+        phone.productID = 0x4EE7
+        phone.interfaces = []
+        phone.speed = "high (480 Mb/s)"
+        phone.android = .switchable(protocolVersion: 2)
+        #expect(phone.deviceSpec == "aoa:18d1:4ee7?port=1-2.3")
+        #expect(USBAccessoryListing.renderText([phone]).contains("Android device (AOA 2): aoa switches it"))
+        var json = USBAccessoryListing.renderJSON([phone])
+        #expect(
+            json.contains(#""speed":"high (480 Mb/s)","android":{"accessoryMode":false,"protocol":2},"inUse":[]"#),
+            "\(json)"
+        )
+
+        var accessory = Self.info
+        accessory.productID = 0x2D00
+        accessory.vendorID = 0x18D1
+        accessory.android = .accessoryMode
+        accessory.interfacesInUse = [0]
+        #expect(accessory.deviceSpec == "aoa?port=1-2.3")
+        #expect(USBAccessoryListing.renderText([accessory]).contains("(in use by a program)"))
+        json = USBAccessoryListing.renderJSON([accessory])
+        #expect(json.contains(#""android":{"accessoryMode":true,"protocol":null},"inUse":[0]"#), "\(json)")
+        let decoded = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]]
+        #expect(decoded?.first?["spec"] as? String == "aoa?port=1-2.3")
     }
 
     @Test func textNamesTheUdevRuleWhenAccessIsMissing() {

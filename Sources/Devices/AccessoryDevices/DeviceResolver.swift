@@ -12,7 +12,8 @@ import NIOPosix
 /// ``DeviceSpec/makeTransport()`` in AccessoryTransport opens the kinds that module implements
 /// (`unix:`, `exec:`, `serial:`, `stdio`); this resolver sits above the modules that implement
 /// the rest and adds them: `emulator` (the built-in emulated accessory, served in this process
-/// on a socketpair) and `usb:` (libusb bulk endpoints, with per-device quirks).
+/// on a socketpair), `usb:` (libusb bulk endpoints, with per-device quirks) and `aoa`
+/// (an Android device in accessory mode).
 ///
 /// ```swift
 /// let transport = try DeviceResolver().transport(for: DeviceSpec(parsing: "usb:1209:0001"))
@@ -52,6 +53,16 @@ public struct DeviceResolver: Sendable {
             var configuration = USBTransport.Configuration()
             if let quirks = self.quirks(for: selector) { configuration.apply(quirks) }
             device = USBTransport(selector: selector, configuration: configuration)
+        case .aoa(let selector):
+            // Quirks for the phone's own VID:PID (a `[usb VID:PID]` section) apply to its
+            // accessory-mode link too.
+            var configuration = AndroidAccessoryTransport.Configuration()
+            if let vendorID = selector.vendorID, let productID = selector.productID,
+                let quirks = self.quirks(for: USBDeviceSelector(vendorID: vendorID, productID: productID))
+            {
+                configuration.usb.apply(quirks)
+            }
+            device = AndroidAccessoryTransport(selector: selector, configuration: configuration)
         case .stdio, .unix, .exec, .serial:
             device = try DeviceSpec(spec.kind).makeTransport()
         }

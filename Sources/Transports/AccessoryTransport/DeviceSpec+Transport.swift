@@ -4,7 +4,7 @@ extension DeviceSpec {
     /// `DeviceResolver` (module AccessoryDevices) resolves every kind; use it for specs that
     /// come from users.
     ///
-    /// - Throws: ``TransportError/Code/unsupported`` for ``emulator`` and ``usb(_:)``, which
+    /// - Throws: ``TransportError/Code/unsupported`` for ``emulator``, ``usb(_:)`` and ``aoa(_:)``, which
     ///   live in modules above this one, and for specs with link options (`session=`, `http=`).
     public func makeTransport() throws(TransportError) -> any ByteStreamTransport {
         guard self.link == LinkOptions() else {
@@ -31,6 +31,11 @@ extension DeviceSpec {
             throw TransportError(
                 .unsupported,
                 "usb:\(selector) is opened by USBTransport in the AccessoryUSB module (libusb), not by AccessoryTransport; resolve the spec with DeviceResolver (module AccessoryDevices), which handles every kind"
+            )
+        case .aoa:
+            throw TransportError(
+                .unsupported,
+                "\(self) is opened by AndroidAccessoryTransport in the AccessoryUSB module (libusb), not by AccessoryTransport; resolve the spec with DeviceResolver (module AccessoryDevices), which handles every kind"
             )
         }
     }

@@ -32,6 +32,10 @@ public struct DeviceSpec: Sendable, Hashable, CustomStringConvertible {
         /// Opened by `USBTransport` in AccessoryUSB (libusb); ``makeTransport()`` here throws
         /// ``TransportError/Code/unsupported`` because AccessoryTransport does not link libusb.
         case usb(USBDeviceSelector)
+        /// `aoa[:VID:PID][?manufacturer=…&model=…&description=…&version=…&uri=…&serial=…&port=…]`:
+        /// an Android device switched into accessory mode (Android Open Accessory), then its
+        /// accessory interface's bulk pair. Opened by `AndroidAccessoryTransport` in AccessoryUSB.
+        case aoa(AndroidAccessorySelector)
     }
 
     /// Which device.
@@ -60,6 +64,8 @@ public struct DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     }
     /// `usb:VID:PID?…` with default link options.
     public static func usb(_ selector: USBDeviceSelector) -> DeviceSpec { DeviceSpec(.usb(selector)) }
+    /// `aoa…` with default link options.
+    public static func aoa(_ selector: AndroidAccessorySelector) -> DeviceSpec { DeviceSpec(.aoa(selector)) }
 
     /// Parses a device spec.
     ///
@@ -88,7 +94,13 @@ public struct DeviceSpec: Sendable, Hashable, CustomStringConvertible {
           usb:VID:PID[?OPTIONS]   a USB accessory's bulk endpoints (libusb), IDs in 4 hex digits,
                                   e.g. usb:1209:0001?serial=A1B2&port=1-2.3&interface=0
                                   options: serial=SERIAL, port=BUS-PORT[.PORT...], interface=N
-        Link options, on emulator, unix:, serial: and usb: (e.g. serial:/dev/ttyACM0?session=on):
+          aoa[:VID:PID][?OPTIONS] an Android device switched into accessory mode (Android Open
+                                  Accessory); bare aoa takes the first device that answers,
+                                  e.g. aoa:18d1:4ee7?manufacturer=Acme&model=Meter&uri=https://acme.example
+                                  options: the strings sent to the phone, manufacturer=, model=,
+                                  description=, version=, uri=, serial= (the accessory's own
+                                  serial number); port=BUS-PORT[.PORT...] chooses the phone
+        Link options, on emulator, unix:, serial:, usb: and aoa (e.g. serial:/dev/ttyACM0?session=on):
           session=off|on|auto     the session layer (docs/framing.md): on makes every process
                                   start on a clean line; auto tries it and falls back (off)
           http=1.1|2              the HTTP version on the link (1.1)
@@ -123,6 +135,18 @@ public struct DeviceSpec: Sendable, Hashable, CustomStringConvertible {
             if let port = selector.portPath { options.append("port=\(port)") }
             if let interface = selector.interfaceNumber { options.append("interface=\(interface)") }
             return "usb:\(selector)" + Self.query(options + link)
+        case .aoa(let selector):
+            let defaults = AndroidAccessoryIdentity()
+            var options: [String] = []
+            for (key, (value, standard)) in zip(
+                AndroidAccessoryIdentity.keys,
+                zip(selector.identity.strings, defaults.strings)
+            ) where value != standard {
+                options.append("\(key)=\(value)")
+            }
+            if let port = selector.portPath { options.append("port=\(port)") }
+            let ids = selector.vendorID.map { _ in ":\(selector)" } ?? ""
+            return "aoa" + ids + Self.query(options + link)
         }
     }
 

@@ -7,6 +7,7 @@ struct DeviceSpecParser {
         switch self.text {
         case "emulator": return .emulator
         case "stdio": return .stdio
+        case "aoa": return .aoa(AndroidAccessorySelector())
         case "": throw self.invalid("the spec is empty")
         default: break
         }
@@ -15,6 +16,9 @@ struct DeviceSpecParser {
             var link = LinkOptions()
             for (key, value) in options { try self.parseLinkOption(key, value, into: &link) }
             return DeviceSpec(.emulator, link: link)
+        }
+        if self.text.lowercased().hasPrefix("aoa?") {
+            return try self.parseAndroidAccessory(ids: nil, String(self.text.dropFirst(3)))
         }
         guard let colon = self.text.firstIndex(of: ":") else {
             if self.text.hasPrefix("/") || self.text.hasPrefix(".") {
@@ -44,6 +48,10 @@ struct DeviceSpecParser {
             return try self.parseSerial(rest)
         case "usb":
             return try self.parseUSB(rest)
+        case "aoa":
+            let (ids, options) =
+                rest.firstIndex(of: "?").map { (String(rest[..<$0]), String(rest[$0...])) } ?? (rest, "")
+            return try self.parseAndroidAccessory(ids: ids, options)
         default:
             throw self.invalid("unknown scheme \"\(self.text[..<colon])\"")
         }
@@ -130,6 +138,45 @@ struct DeviceSpecParser {
             }
         }
         return DeviceSpec(.usb(selector), link: link)
+    }
+
+    // MARK: aoa
+
+    /// `ids` is `VID:PID` (or `nil` for a bare `aoa`), `query` empty or `?key=value&…`.
+    private func parseAndroidAccessory(ids: String?, _ query: String) throws(TransportError) -> DeviceSpec {
+        var selector = AndroidAccessorySelector()
+        if let ids {
+            let parts = ids.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 2 else {
+                throw self.invalid("aoa: takes the phone's VID:PID in hex (e.g. aoa:18d1:4ee7), or nothing (aoa)")
+            }
+            selector.vendorID = try self.hexID(parts[0], name: "vendor ID")
+            selector.productID = try self.hexID(parts[1], name: "product ID")
+        }
+        let (_, options) = try self.splitQuery(
+            query,
+            known: AndroidAccessoryIdentity.keys + ["port"] + Self.linkKeys,
+            scheme: "aoa"
+        )
+        var link = LinkOptions()
+        for (key, value) in options {
+            switch key {
+            case "session", "http":
+                try self.parseLinkOption(key, value, into: &link)
+            case "port":
+                guard USBDeviceSelector.isValidPortPath(value) else {
+                    throw self.invalid("port=\(value) is not a USB port path such as 1-2.3 (bus-port[.port...])")
+                }
+                selector.portPath = value
+            default:
+                // AOA strings go to the phone NUL-terminated, in one control transfer each.
+                guard value.utf8.count <= 255 else {
+                    throw self.invalid("\(key)= is \(value.utf8.count) bytes long; an accessory string is at most 255")
+                }
+                _ = selector.identity.set(key, to: value)
+            }
+        }
+        return DeviceSpec(.aoa(selector), link: link)
     }
 
     private func hexID(_ text: Substring, name: String) throws(TransportError) -> UInt16 {

@@ -26,6 +26,9 @@ public struct TransportError: AccessoryError, Hashable {
         public static let processFailed = Code(rawValue: "process-failed")
         /// The transport is recognised but not available in this build or on this system.
         public static let unsupported = Code(rawValue: "unsupported")
+        /// The USB device does not speak Android Open Accessory (GET_PROTOCOL failed or
+        /// answered 0), so it cannot be switched into accessory mode.
+        public static let accessoryModeUnsupported = Code(rawValue: "accessory-mode-unsupported")
     }
 
     public let code: Code

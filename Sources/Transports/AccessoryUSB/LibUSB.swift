@@ -170,6 +170,18 @@ final class LibUSBDevice: @unchecked Sendable {
         return text.hasSuffix("\n") ? String(text.dropLast()) : text
     }
 
+    /// The negotiated speed as people say it ("high (480 Mb/s)"), or `nil` when unknown.
+    var speed: String? {
+        switch libusb_speed(rawValue: UInt32(libusb_get_device_speed(self.pointer))) {
+        case LIBUSB_SPEED_LOW: return "low (1.5 Mb/s)"
+        case LIBUSB_SPEED_FULL: return "full (12 Mb/s)"
+        case LIBUSB_SPEED_HIGH: return "high (480 Mb/s)"
+        case LIBUSB_SPEED_SUPER: return "super (5 Gb/s)"
+        case LIBUSB_SPEED_SUPER_PLUS: return "super+ (10 Gb/s)"
+        default: return nil
+        }
+    }
+
     func open() throws(LibUSBError) -> LibUSBDeviceHandle {
         var handle: OpaquePointer?
         try LibUSBError.check(libusb_open(self.pointer, &handle))
@@ -209,6 +221,62 @@ final class LibUSBDeviceHandle: @unchecked Sendable {
 
     func setAlternateSetting(interface: Int, setting: Int) throws(LibUSBError) {
         try LibUSBError.check(libusb_set_interface_alt_setting(self.pointer, Int32(interface), Int32(setting)))
+    }
+
+    /// A control transfer that reads up to `length` bytes (`bmRequestType` has the IN bit).
+    func controlIn(
+        requestType: UInt8,
+        request: UInt8,
+        value: UInt16,
+        index: UInt16,
+        length: Int,
+        timeoutMilliseconds: UInt32
+    ) throws(LibUSBError) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: length)
+        let count = try LibUSBError.check(
+            libusb_control_transfer(
+                self.pointer,
+                requestType | 0x80,
+                request,
+                value,
+                index,
+                &buffer,
+                UInt16(length),
+                timeoutMilliseconds
+            )
+        )
+        return Array(buffer.prefix(Int(count)))
+    }
+
+    /// A control transfer that sends `data` (none for a request without a data stage).
+    func controlOut(
+        requestType: UInt8,
+        request: UInt8,
+        value: UInt16,
+        index: UInt16,
+        data: [UInt8],
+        timeoutMilliseconds: UInt32
+    ) throws(LibUSBError) {
+        var data = data
+        let length = UInt16(data.count)
+        try LibUSBError.check(
+            libusb_control_transfer(
+                self.pointer,
+                requestType & 0x7F,
+                request,
+                value,
+                index,
+                &data,
+                length,
+                timeoutMilliseconds
+            )
+        )
+    }
+
+    /// A USB port reset (`libusb_reset_device`); the device may re-enumerate, after which this
+    /// handle reports `.notFound` and the device must be found again.
+    func reset() throws(LibUSBError) {
+        try LibUSBError.check(libusb_reset_device(self.pointer))
     }
 
     func clearHalt(endpoint: UInt8) throws(LibUSBError) {

@@ -30,6 +30,8 @@ final class USBLinkBridge: Sendable {
         var haltedEndpoint: UInt8?
         /// Bytes the device has taken from OUT transfers: while 0, a stall is carried on from.
         var outputBytesSent = 0
+        /// Bytes the device has sent on the IN endpoint (a silent device explains itself by it).
+        var inputBytesReceived = 0
         /// A stall before the first byte is being cleared: OUT transfers that stalled (in their
         /// order), and those the writer made meanwhile, held back so that none overtakes them.
         var clearingHalt = false
@@ -63,6 +65,9 @@ final class USBLinkBridge: Sendable {
 
     /// Why the link ended, if it failed.
     var failure: String? { self.state.withLock { $0.failure } }
+
+    /// Whether the device has sent nothing on this link yet.
+    var receivedNothing: Bool { self.state.withLock { $0.inputBytesReceived == 0 } }
 
     /// ``failure``, after waiting up to a second to tell an unplug from another transfer error
     /// (the kernel fails the transfers a moment before it removes the device node).
@@ -209,7 +214,7 @@ final class USBLinkBridge: Sendable {
         let next: Next = self.state.withLock { state in
             state.inFlight -= 1
             slot.submitted = false
-            if !slot.isInput { state.outputBytesSent += actualLength }
+            if slot.isInput { state.inputBytesReceived += actualLength } else { state.outputBytesSent += actualLength }
             if halted != nil, let starts = Self.carryOn(afterStallOf: slot, actualLength: actualLength, state: &state) {
                 return starts ? .startClearing : .joinClearing
             }

@@ -9,6 +9,8 @@ import AccessoryTransport
 /// claim-delay = 0.5
 /// title-case-headers = yes
 /// max-interfaces = 1
+/// reset-on-open = yes
+/// init-delay = 0.5
 /// ```
 public struct USBQuirks: Sendable, Hashable {
     /// Send a zero-length packet after writes that fill whole packets (`zlp`, default on).
@@ -25,12 +27,19 @@ public struct USBQuirks: Sendable, Hashable {
     public var maxInterfaces: Int?
     /// Interface classes that qualify (`interface-class = ff/48/01`; repeatable, comma-separated).
     public var interfaceClasses: [USBInterfaceClass]?
+    /// Reset the device's port before claiming it (`reset-on-open`, like ipp-usb's
+    /// `init-reset`): cures devices that stop answering after power save.
+    public var resetOnOpen: Bool?
+    /// How long to wait after opening (and resetting) the device before claiming it
+    /// (`init-delay`, written in seconds, with millisecond precision).
+    public var initDelay: Duration?
 
     public init() {}
 
     /// The keys a `[usb VID:PID]` section accepts.
     public static let keys = [
         "zlp", "max-transfer-size", "claim-delay", "title-case-headers", "max-interfaces", "interface-class",
+        "reset-on-open", "init-delay",
     ]
 
     /// Sets one `key = value` line of a `[usb VID:PID]` section.
@@ -42,16 +51,19 @@ public struct USBQuirks: Sendable, Hashable {
             self.zeroLengthPackets = try Self.boolean(key, value)
         case "title-case-headers":
             self.titleCaseHeaderNames = try Self.boolean(key, value)
+        case "reset-on-open":
+            self.resetOnOpen = try Self.boolean(key, value)
         case "max-transfer-size":
             guard value.allSatisfy(\.isASCII), let size = Int(value), size >= 64, size <= 1 << 20 else {
                 throw USBQuirkError("max-transfer-size must be a number of bytes from 64 to 1048576, not \"\(value)\"")
             }
             self.maxTransferSize = size
-        case "claim-delay":
+        case "claim-delay", "init-delay":
             guard let seconds = Double(value), seconds >= 0, seconds <= 60 else {
-                throw USBQuirkError("claim-delay must be seconds from 0 to 60, not \"\(value)\"")
+                throw USBQuirkError("\(key) must be seconds from 0 to 60, not \"\(value)\"")
             }
-            self.claimDelay = .milliseconds(Int((seconds * 1000).rounded()))
+            let delay = Duration.milliseconds(Int((seconds * 1000).rounded()))
+            if key == "claim-delay" { self.claimDelay = delay } else { self.initDelay = delay }
         case "max-interfaces":
             guard value.allSatisfy(\.isASCII), let count = Int(value), count >= 1, count <= 32 else {
                 throw USBQuirkError("max-interfaces must be a number from 1 to 32, not \"\(value)\"")

@@ -36,6 +36,15 @@ public struct USBTransport: ByteStreamTransport {
         public var claimDelay: Duration = .zero
         /// Use at most this many qualifying interfaces (all by default).
         public var maxInterfaces: Int = 32
+        /// Reset the device's port (`libusb_reset_device`) before claiming it, for devices that
+        /// stop answering after power save (`reset-on-open`; ipp-usb's `init-reset`).
+        public var resetOnOpen = false
+        /// How long to wait after opening (and resetting) the device before claiming it
+        /// (`init-delay`), for devices that need time to start.
+        public var initDelay: Duration = .zero
+        /// What a link's failure report adds when the device never sent a byte on it (the
+        /// Android accessory transport says that the phone may lack the app).
+        var silentDeviceHint: String?
 
         public init() {}
 
@@ -45,6 +54,8 @@ public struct USBTransport: ByteStreamTransport {
             if let delay = quirks.claimDelay { self.claimDelay = delay }
             if let count = quirks.maxInterfaces { self.maxInterfaces = count }
             if let classes = quirks.interfaceClasses { self.interfaceClasses = classes }
+            if let reset = quirks.resetOnOpen { self.resetOnOpen = reset }
+            if let delay = quirks.initDelay { self.initDelay = delay }
         }
     }
 
@@ -66,7 +77,15 @@ public struct USBTransport: ByteStreamTransport {
         on eventLoop: any EventLoop,
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> OpenedByteStream {
-        let (handle, interface) = try self.claim()
+        var (handle, interfaces) = try self.openDevice()
+        if self.configuration.resetOnOpen {
+            handle = try await self.reset(handle)
+            interfaces = try self.qualifyingInterfaces(of: handle.device)
+        }
+        if self.configuration.initDelay > .zero {
+            try? await Task.sleep(for: self.configuration.initDelay)
+        }
+        let interface = try self.claimFirstFree(of: interfaces, on: handle)
         if self.configuration.claimDelay > .zero {
             try? await Task.sleep(for: self.configuration.claimDelay)
         }
@@ -97,11 +116,23 @@ public struct USBTransport: ByteStreamTransport {
             throw TransportError(.openFailed, "could not attach \(name) to the event loop: \(error)")
         }
         let node = handle.device.deviceNode
-        return OpenedByteStream(channel: channel) { await bridge.explainedFailure(deviceNode: node) }
+        let hint = self.configuration.silentDeviceHint
+        return OpenedByteStream(channel: channel) {
+            let failure = await bridge.explainedFailure(deviceNode: node)
+            guard let hint, bridge.receivedNothing else { return failure }
+            return failure.map { "\($0); \(hint)" } ?? hint
+        }
     }
 
-    /// Finds the device, opens it and claims the first free qualifying interface.
-    func claim() throws(TransportError) -> (LibUSBDeviceHandle, USBLinkInterface) {
+    /// Finds the device and opens it; returns its qualifying interfaces too.
+    func openDevice() throws(TransportError) -> (LibUSBDeviceHandle, [USBLinkInterface]) {
+        let device = try self.findDevice()
+        let interfaces = try self.qualifyingInterfaces(of: device)
+        return (try self.open(device), interfaces)
+    }
+
+    /// Finds the one attached device the selector names.
+    func findDevice() throws(TransportError) -> LibUSBDevice {
         let context: LibUSBContext
         do {
             context = try LibUSBContext()
@@ -144,6 +175,12 @@ public struct USBTransport: ByteStreamTransport {
                 "\(matching.count) USB devices \(selector) are attached (\(ports.joined(separator: ", "))); choose one with ?serial=… or ?port=…"
             )
         }
+        return device
+    }
+
+    /// The interfaces of `device` that can carry the link, in the order they are tried.
+    func qualifyingInterfaces(of device: LibUSBDevice) throws(TransportError) -> [USBLinkInterface] {
+        let selector = self.selector
         let settings: [USBInterfaceDescription]
         do {
             settings = try device.activeInterfaces()
@@ -154,7 +191,7 @@ public struct USBTransport: ByteStreamTransport {
             interfaceNumber: selector.interfaceNumber,
             classes: self.configuration.interfaceClasses
         )
-        let interfaces = criteria.qualifying(settings).prefix(max(1, self.configuration.maxInterfaces))
+        let interfaces = Array(criteria.qualifying(settings).prefix(max(1, self.configuration.maxInterfaces)))
         guard !interfaces.isEmpty else {
             let which =
                 selector.interfaceNumber.map { "interface \($0) has no bulk IN and OUT endpoint pair" }
@@ -164,6 +201,12 @@ public struct USBTransport: ByteStreamTransport {
                 "USB device \(selector) on port \(device.portPath): \(which); name one with ?interface=N"
             )
         }
+        return interfaces
+    }
+
+    /// Opens `device`, with messages that say how to get permission.
+    func open(_ device: LibUSBDevice) throws(TransportError) -> LibUSBDeviceHandle {
+        let selector = self.selector
         let handle: LibUSBDeviceHandle
         do {
             handle = try device.open()
@@ -178,6 +221,41 @@ public struct USBTransport: ByteStreamTransport {
             throw TransportError(.openFailed, "could not open USB device \(selector) (\(device.deviceNode)): \(error)")
         }
         handle.setAutoDetachKernelDriver(true)
+        return handle
+    }
+
+    /// Resets the device's port (`reset-on-open`). A device whose descriptors changed
+    /// re-enumerates: it is then found again (for up to two seconds) and opened anew.
+    func reset(_ handle: LibUSBDeviceHandle) async throws(TransportError) -> LibUSBDeviceHandle {
+        do {
+            try handle.reset()
+            return handle
+        } catch  where error == .notFound || error == .noDevice {
+            // Re-enumerated: the old handle is dead; look for the device again.
+        } catch {
+            throw TransportError(.openFailed, "could not reset USB device \(self.selector) (reset-on-open): \(error)")
+        }
+        var lastError: TransportError?
+        for _ in 0..<40 {
+            try? await Task.sleep(for: .milliseconds(50))
+            do {
+                return try self.open(self.findDevice())
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError
+            ?? TransportError(.deviceNotFound, "USB device \(self.selector) did not come back after its reset")
+    }
+
+    /// Claims the first interface of `interfaces` that no one else holds, and selects its
+    /// alternate setting.
+    func claimFirstFree(
+        of interfaces: [USBLinkInterface],
+        on handle: LibUSBDeviceHandle
+    ) throws(TransportError) -> USBLinkInterface {
+        let selector = self.selector
+        let device = handle.device
         var lastError: LibUSBError?
         for interface in interfaces {
             do {
@@ -196,7 +274,7 @@ public struct USBTransport: ByteStreamTransport {
                 handle.releaseInterface(interface.interfaceNumber)
                 throw TransportError(.openFailed, "could not select \(interface) of USB device \(selector): \(error)")
             }
-            return (handle, interface)
+            return interface
         }
         if lastError == .busy {
             throw TransportError(
