@@ -158,7 +158,7 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
         if !refused.isEmpty {
             throw TransportError(
                 .permissionDenied,
-                "\(named)\(port) could be asked for Android Open Accessory: no permission to open \(refused.joined(separator: ", ")); install the udev rules with the phone's VID:PID (sudo udev/install --device VVVV:PPPP and 18d1:2d00; see docs/usb.md), then replug"
+                "\(named)\(port) could be asked for Android Open Accessory: no permission to open \(refused.joined(separator: ", ")); install the udev rules with the phone's VID:PID (sudo udev/install --device VVVV:PPPP; they cover accessory mode, 18d1:2d00, already; see docs/usb.md), then replug"
             )
         }
         if candidates > 0 {
