@@ -130,6 +130,7 @@ struct USBQuirksTests {
         try quirks.set("interface-class", to: "ff/48/01, 07/01/04")
         try quirks.set("reset-on-open", to: "yes")
         try quirks.set("init-delay", to: "0.25")
+        try quirks.set("transfers-in-flight", to: "8")
         #expect(quirks.resetOnOpen == true)
         #expect(quirks.initDelay == .milliseconds(250))
         #expect(quirks.zeroLengthPackets == false)
@@ -147,13 +148,15 @@ struct USBQuirksTests {
         #expect(configuration.maxInterfaces == 2)
         #expect(configuration.resetOnOpen)
         #expect(configuration.initDelay == .milliseconds(250))
+        #expect(configuration.transfers.transfersInFlight == 8)
     }
 
     @Test func badValuesAreErrorsThatNameTheKey() {
         var quirks = USBQuirks()
         let bad = [
             ("zlp", "maybe"), ("max-transfer-size", "12"), ("max-transfer-size", "١٠٠"), ("claim-delay", "-1"),
-            ("init-delay", "61"), ("init-delay", "nan"), ("reset-on-open", "2"),
+            ("init-delay", "61"), ("init-delay", "nan"), ("reset-on-open", "2"), ("transfers-in-flight", "0"),
+            ("transfers-in-flight", "33"),
             ("max-interfaces", "0"), ("interface-class", "ff"), ("speed", "fast"),
         ]
         for (key, value) in bad {

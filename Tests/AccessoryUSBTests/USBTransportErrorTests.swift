@@ -27,6 +27,30 @@ struct USBTransportErrorTests {
         }
     }
 
+    /// `aoa` without a phone: the error says no device (or libusb's trouble), never hangs.
+    /// (The switch itself is tested in the USB VM, scripts/usb-vm-guest-aoa.)
+    @Test(arguments: ["aoa", "aoa:18d1:fffe?port=9-9"])
+    func aMissingAndroidDeviceIsAClearError(spec: String) async throws {
+        guard case .aoa(let selector) = try DeviceSpec(parsing: spec).kind else {
+            Issue.record("\(spec) is not an aoa spec")
+            return
+        }
+        let transport = AndroidAccessoryTransport(selector: selector)
+        #expect(transport.reopenMayCarryStaleBytes)
+        #expect(transport.description == spec)
+        do {
+            _ = try await transport.open(on: MultiThreadedEventLoopGroup.singleton.next()) {
+                $0.eventLoop.makeSucceededVoidFuture()
+            }
+            Issue.record("opened an Android device that does not exist")
+        } catch let error as TransportError {
+            #expect([.deviceNotFound, .openFailed, .accessoryModeUnsupported].contains(error.code), "\(error)")
+            #expect(error.message.contains("no USB device") || error.message.contains("libusb"), "\(error)")
+        } catch {
+            Issue.record("unexpected error \(error)")
+        }
+    }
+
     @Test func aMissingFunctionFSMountIsAClearError() async {
         let transport = FunctionFSTransport(directory: "/nonexistent/ffs-accessory")
         do {

@@ -17,6 +17,8 @@ public struct USBQuirks: Sendable, Hashable {
     public var zeroLengthPackets: Bool?
     /// The largest transfer in bytes (`max-transfer-size`, default 16384).
     public var maxTransferSize: Int?
+    /// Transfers kept in flight each way (`transfers-in-flight`, default 3).
+    public var transfersInFlight: Int?
     /// How long to wait after claiming the interface before the first transfer (`claim-delay`,
     /// written in seconds, with millisecond precision).
     public var claimDelay: Duration?
@@ -39,7 +41,7 @@ public struct USBQuirks: Sendable, Hashable {
     /// The keys a `[usb VID:PID]` section accepts.
     public static let keys = [
         "zlp", "max-transfer-size", "claim-delay", "title-case-headers", "max-interfaces", "interface-class",
-        "reset-on-open", "init-delay",
+        "reset-on-open", "init-delay", "transfers-in-flight",
     ]
 
     /// Sets one `key = value` line of a `[usb VID:PID]` section.
@@ -64,6 +66,11 @@ public struct USBQuirks: Sendable, Hashable {
             }
             let delay = Duration.milliseconds(Int((seconds * 1000).rounded()))
             if key == "claim-delay" { self.claimDelay = delay } else { self.initDelay = delay }
+        case "transfers-in-flight":
+            guard value.allSatisfy(\.isASCII), let count = Int(value), count >= 1, count <= 32 else {
+                throw USBQuirkError("transfers-in-flight must be a number from 1 to 32, not \"\(value)\"")
+            }
+            self.transfersInFlight = count
         case "max-interfaces":
             guard value.allSatisfy(\.isASCII), let count = Int(value), count >= 1, count <= 32 else {
                 throw USBQuirkError("max-interfaces must be a number from 1 to 32, not \"\(value)\"")
@@ -92,6 +99,7 @@ public struct USBQuirks: Sendable, Hashable {
         var policy = policy
         if let zlp = self.zeroLengthPackets { policy.zeroLengthPackets = zlp }
         if let size = self.maxTransferSize { policy.maxTransferSize = size }
+        if let count = self.transfersInFlight { policy.transfersInFlight = count }
         return policy
     }
 

@@ -98,6 +98,7 @@ specs = [
     b"usb:1209:0001?serial=ABC&interface=1&session=on", b"unix:/run/acc.sock?http=2",
     b"exec:python3 peer.py", b"exec?independent:cat", b"tcp:127.0.0.1:8080", b"tcp:[::1]:80",
     b"sha256:" + b"ab" * 32, b"serial:/dev/ttyUSB0?baud=9600&data=7&parity=even&stop=2&flow=rtscts",
+    b"aoa", b"aoa:18d1:4ee7?manufacturer=Acme&model=Meter&uri=https://acme.example/m?x=1&port=1-2&session=on",
 ]
 for index, text in enumerate(specs):
     put("spec", "spec-%d" % index, text)
