@@ -66,6 +66,11 @@ let package = Package(
             name: "CLinuxAIO",
             path: "Sources/System/CLinuxAIO"
         ),
+        // The git commit a packaged binary was built from (`accessory-http --version`).
+        .target(
+            name: "CBuildInfo",
+            path: "Sources/System/CBuildInfo"
+        ),
         .target(
             name: "AccessoryCrypto",
             dependencies: ["COpenSSL"],
@@ -271,6 +276,7 @@ let package = Package(
                 "AccessoryUSB",
                 "AccessoryFunctionFS",
                 "AccessoryBridge",
+                "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

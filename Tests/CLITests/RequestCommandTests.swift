@@ -277,6 +277,7 @@ struct HelpTests {
         let result = try await runCLI(["--version"], scratch: scratch)
         #expect(result.status == 0, "\(result)")
         #expect(result.stdoutText.first?.isNumber == true, "\(result)")
+        #expect(result.stdoutText.contains("(commit "), "\(result)")
     }
 
     @Test func anUnknownSubcommandIsAUsageError() async throws {

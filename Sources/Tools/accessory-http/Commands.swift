@@ -27,7 +27,7 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
             64 usage error, 69 transport failure, 74 local file error, 75 timeout,
             76 protocol error from the device.
             """,
-        version: AccessoryClient.version,
+        version: BuildInfo.versionLine,
         subcommands: [
             Get.self, Head.self, Delete.self, Post.self, Put.self, Request.self, Download.self, Serve.self, Trust.self,
             ServeGadget.self, List.self, Bridge.self, Status.self,
