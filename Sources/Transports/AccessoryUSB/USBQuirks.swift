@@ -30,7 +30,8 @@ public struct USBQuirks: Sendable, Hashable {
     /// Interface classes that qualify (`interface-class = ff/48/01`; repeatable, comma-separated).
     public var interfaceClasses: [USBInterfaceClass]?
     /// Reset the device's port before claiming it (`reset-on-open`, like ipp-usb's
-    /// `init-reset`): cures devices that stop answering after power save.
+    /// `init-reset`): cures devices that stop answering after power save. The reset is the
+    /// whole device's: a link this process holds on another of its interfaces ends with it.
     public var resetOnOpen: Bool?
     /// How long to wait after opening (and resetting) the device before claiming it
     /// (`init-delay`, written in seconds, with millisecond precision).
