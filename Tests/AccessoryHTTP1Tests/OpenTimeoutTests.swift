@@ -20,8 +20,36 @@ private struct StuckTransport: ByteStreamTransport {
     }
 }
 
+/// A transport that gives up opening on a timeout of its own (a socket's connect timeout, a
+/// phone that never comes back in accessory mode).
+private struct TimingOutTransport: ByteStreamTransport {
+    var description: String { "timing out" }
+
+    func open(
+        on eventLoop: any EventLoop,
+        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
+    ) async throws -> OpenedByteStream {
+        throw TransportError(.openTimedOut, "the device did not come back within 7 s")
+    }
+}
+
 @Suite("Opening the link")
 struct OpenTimeoutTests {
+    /// The transport's own open timeout is the link's open timeout (the CLI's exit status 75),
+    /// with the transport's message; any other transport error stays `transportFailed` (69).
+    @Test("a transport's open timeout is reported as the link's")
+    func transportOpenTimeout() async throws {
+        let link = HTTPLink(transport: TimingOutTransport())
+        await #expect {
+            try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/")) { _ in () }
+        } throws: { error in
+            guard let error = error as? HTTPLinkError else { return false }
+            return error.code == .openTimeout && error.message.contains("did not come back")
+                && (error.underlying as? TransportError)?.code == .openTimedOut
+        }
+        await link.shutdown()
+    }
+
     @Test("the open timeout bounds a transport that ignores cancellation")
     func openTimeout() async throws {
         var configuration = LinkConfiguration()

@@ -60,6 +60,10 @@ struct LinkOpener: Sendable {
     private static func linkError(_ error: any Error, doing what: String) -> HTTPLinkError {
         switch error {
         case let error as HTTPLinkError: return error
+        // A transport that timed out opening (a socket's connect, a phone that did not come back
+        // in accessory mode) is the link's open timeout: exit status 75, like the link's own.
+        case let error as TransportError where error.code == .openTimedOut:
+            return HTTPLinkError(.openTimeout, error.message, underlying: error)
         case let error as TransportError: return HTTPLinkError(.transportFailed, error.message, underlying: error)
         default: return HTTPLinkError(.transportFailed, "could not \(what): \(error)", underlying: error)
         }

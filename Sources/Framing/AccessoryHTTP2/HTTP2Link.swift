@@ -306,6 +306,8 @@ public final class HTTP2Link: Sendable {
             throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
         } catch let error as HTTPLinkError {
             throw error
+        } catch let error as TransportError where error.code == .openTimedOut {
+            throw HTTPLinkError(.openTimeout, error.message, underlying: error)
         } catch {
             throw HTTPLinkError(.transportFailed, "could not open \(self.transport): \(error)", underlying: error)
         }
