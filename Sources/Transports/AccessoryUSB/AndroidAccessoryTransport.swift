@@ -32,22 +32,34 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
         /// the open is this one, with its message.)
         public var switchTimeout: Duration = .seconds(7)
 
+        /// The defaults: `USBTransport`'s transfers, a 7 s switch timeout.
         public init() {}
     }
 
+    /// Which phone, and the strings it is sent.
     public let selector: AndroidAccessorySelector
+    /// How it is switched and driven.
     public let configuration: Configuration
 
+    /// A transport for the phone `selector` names; nothing is opened until the link's first
+    /// request.
     public init(selector: AndroidAccessorySelector, configuration: Configuration = .init()) {
         self.selector = selector
         self.configuration = configuration
     }
 
+    /// The device spec that names this phone (`aoa:18d1:4ee7?manufacturer=…`).
     public var description: String { DeviceSpec.aoa(self.selector).description }
 
     /// The phone's endpoints are one wire: bytes of an abandoned response may still arrive.
     public var reopenMayCarryStaleBytes: Bool { true }
 
+    /// Switches the phone into accessory mode if needed and opens its accessory interface's
+    /// bulk pair.
+    ///
+    /// - Throws: ``TransportError`` with ``TransportError/Code/accessoryModeUnsupported`` for a
+    ///   device that refuses GET_PROTOCOL, ``TransportError/Code/openTimedOut`` for one that does
+    ///   not come back in accessory mode, or what ``USBTransport`` throws.
     public func open(
         on eventLoop: any EventLoop,
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
