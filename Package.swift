@@ -35,6 +35,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // `swift package generate-documentation` (scripts/docs); a command plugin, not linked.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
     ],
     targets: [
         // MARK: System libraries
@@ -164,6 +166,11 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOHTTPTypesHTTP2", package: "swift-nio-extras"),
+                // Decoding compressed responses (`decompressResponses`) with NIO's decompressor,
+                // which speaks HTTP/1 parts: a stream converts to them and back for it.
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/Framing/AccessoryHTTP2"
@@ -435,13 +442,15 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
-        // The Swift blocks of README.md and docs/, compiled as written (DocExamplesTests.swift).
+        // The Swift blocks of README.md, docs/ and the DocC articles, compiled as written (DocExamplesTests.swift).
         .testTarget(
             name: "DocExamplesTests",
             dependencies: [
                 "AccessoryClient", "AccessoryResponder", "AccessoryTLS", "AccessoryTransport",
-                "AccessoryURLProtocol", "AccessoryUSB",
+                "AccessoryURLProtocol", "AccessoryUSB", "AccessoryDevices", "AccessoryFunctionFS",
+                "AccessoryHTTP1", "AccessoryEmulator",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .testTarget(

@@ -8,7 +8,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-/// `AccessoryRoute(name:device:)`, the form docs/urlsession.md shows, answers for spec kinds
+/// `AccessoryRoute(name:device:)`, the form URLSessionOnLinux.md (AccessoryURLProtocol.docc) shows, answers for spec kinds
 /// the transport layer cannot open alone (before, `emulator` and `usb:` failed on the first
 /// request). `usb:` routes run in the QEMU guest test.
 @Suite struct DeviceRouteTests {

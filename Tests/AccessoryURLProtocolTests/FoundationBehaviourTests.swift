@@ -15,7 +15,7 @@ import Testing
 /// Behaviours that crash the process are not exercised here (they would kill the test run):
 /// `wasRedirectedTo` (fatalError), a delegate-based download task completed by a protocol
 /// (force cast), a client call after `stopLoading` returned, and a 401 challenge answered with
-/// `.useCredential` (replaces the protocol by libcurl). See docs/urlsession.md.
+/// `.useCredential` (replaces the protocol by libcurl). See URLSessionOnLinux.md (AccessoryURLProtocol.docc).
 @Suite("FoundationNetworking behaviours worked around", .serialized)
 struct FoundationBehaviourTests {
     private func probeSession(

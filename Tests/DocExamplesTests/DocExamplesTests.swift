@@ -1,11 +1,11 @@
 import Foundation
 import Testing
 
-/// Every Swift block in README.md and docs/ is compiled as written: each block becomes a file
-/// in Examples/ (its `import` lines at the top, the rest verbatim inside an `async throws`
-/// function), and this test checks that those files are exactly what the documents hold now.
-/// So a block that stops compiling breaks the build, and a block edited without regenerating
-/// fails here. To regenerate after editing a document: `scripts/doc-examples`.
+/// Every Swift block in README.md, docs/ and the DocC articles (`Sources/**/*.docc/*.md`) is
+/// compiled as written: each block becomes a file in Examples/ (its `import` lines at the top,
+/// the rest verbatim inside an `async throws` function), and this test checks that those files
+/// are exactly what the documents hold now. So a block that stops compiling breaks the build,
+/// and a block edited without regenerating fails here. To regenerate after editing a document: `scripts/doc-examples`.
 @Suite struct DocExamplesTests {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -19,7 +19,21 @@ import Testing
         )
         .filter { $0.pathExtension == "md" }
         .sorted { $0.lastPathComponent < $1.lastPathComponent }
-        return [root.appendingPathComponent("README.md")] + docs
+        return [root.appendingPathComponent("README.md")] + docs + (try catalogArticles())
+    }
+
+    /// The Markdown files of the DocC catalogs under Sources/ (`*.docc/*.md`), sorted by path.
+    static func catalogArticles() throws -> [URL] {
+        let sources = root.appendingPathComponent("Sources")
+        guard let walker = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil) else {
+            return []
+        }
+        var articles: [URL] = []
+        for case let url as URL in walker
+        where url.pathExtension == "md" && url.deletingLastPathComponent().pathExtension == "docc" {
+            articles.append(url)
+        }
+        return articles.sorted { $0.path < $1.path }
     }
 
     /// The Swift blocks of a Markdown text, each with its common indentation removed.

@@ -10,7 +10,7 @@ import Testing
 /// HTTP stack over TCP (the reference) and once through `AccessoryURLProtocol` over nginx's unix
 /// socket. Every case where the two differ is listed; a difference that is not in
 /// ``allowList`` (each entry naming a FoundationNetworking limit or a deliberate choice,
-/// documented in docs/urlsession.md) fails the test, and so does an entry that no longer
+/// documented in AccessoryURLProtocol.docc/URLSessionOnLinux.md) fails the test, and so does an entry that no longer
 /// differs. After each case, a plain `GET /small.txt` must be answered, and through the
 /// accessory link within 50 ms of being sent (the median over the cases; none over 500 ms).
 @Suite(.serialized, .timeLimit(.minutes(3)))
@@ -180,7 +180,7 @@ struct URLSessionDifferentialTests {
                 if differs && Self.allowList[test.name] == nil { differences.append(test.name) }
                 if !differs && Self.allowList[test.name] != nil {
                     Issue.record(
-                        "\(test.name) no longer differs: remove it from the allow-list (and docs/urlsession.md)"
+                        "\(test.name) no longer differs: remove it from the allow-list (and from URLSessionOnLinux.md in AccessoryURLProtocol.docc)"
                     )
                 }
             }

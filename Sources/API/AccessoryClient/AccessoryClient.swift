@@ -8,7 +8,7 @@ import NIOPosix
 /// The native client: sends HTTP requests to one accessory over a persistent link.
 ///
 /// Requests may be made from many tasks at once; on an HTTP/1.1 link they are carried one at a
-/// time, in order; on an HTTP/2 link (``LinkConfiguration/httpVersion``) each is a stream and they
+/// time, in order; on an HTTP/2 link (`LinkConfiguration.httpVersion`) each is a stream and they
 /// run at once.
 /// Redirects are followed (to the same accessory by default) and Basic or Digest
 /// authentication is answered, so the caller sees only the final response.
@@ -18,9 +18,12 @@ import NIOPosix
 /// let (response, body) = try await client.data(AccessoryRequest(path: "/status"))
 /// ```
 public final class AccessoryClient: Sendable {
+    /// How a client behaves: the link below it, redirects, authentication, default header fields
+    /// and timeout.
     public struct Configuration: Sendable {
         /// The link: Host header, limits, open and idle timeouts, drain bound, tracing.
         public var link = LinkConfiguration()
+        /// How redirects are followed: by default up to ten, to the same accessory only.
         public var redirects = RedirectPolicy.default
         /// Asked for credentials when the device challenges and the request carries none.
         public var credentialProvider: (any CredentialProvider)?
@@ -31,11 +34,16 @@ public final class AccessoryClient: Sendable {
         /// The whole-exchange timeout for requests that set none.
         public var defaultTimeout: Duration?
 
+        /// The defaults: a default link (HTTP/1.1), ``RedirectPolicy/default``, no credential
+        /// provider, a `User-Agent` naming this package and its ``AccessoryClient/version``, and
+        /// no whole-exchange timeout.
         public init() {}
     }
 
+    /// This package's version, as sent in the default `User-Agent` (`accessory-http/<version>`).
     public static let version = "0.1.0"
 
+    /// The configuration the client was created with.
     public let configuration: Configuration
     /// The link underneath: package-only, so callers cannot bypass redirects, authentication
     /// and the client's policies by talking to it directly.
@@ -54,6 +62,14 @@ public final class AccessoryClient: Sendable {
         self.http2?.taskExecutor ?? self.link.taskExecutor
     }
 
+    /// A client whose link is not open yet: the first request opens it.
+    ///
+    /// - Parameters:
+    ///   - transport: the byte stream pair to the accessory (see `DeviceSpec` for making one).
+    ///   - configuration: how the client behaves; the defaults of ``Configuration/init()`` by
+    ///     default. `link.httpVersion` chooses between HTTP/1.1 and HTTP/2.
+    ///   - eventLoopGroup: the group whose next event loop runs the link;
+    ///     `MultiThreadedEventLoopGroup.singleton` by default.
     public init(
         transport: any ByteStreamTransport,
         configuration: Configuration = .init(),
@@ -127,8 +143,11 @@ public final class AccessoryClient: Sendable {
     /// Sends `GET target` and collects the whole response body: the shortest way to ask an
     /// accessory something (`try await client.get("/status")`).
     ///
-    /// - Parameter target: a path with an optional query, or an `accessory://` or `http://`
-    ///   URL (see ``AccessoryRequest/init(method:url:)``).
+    /// - Parameters:
+    ///   - target: a path with an optional query, or an `accessory://` or `http://`
+    ///     URL (see ``AccessoryRequest/init(method:url:)``).
+    ///   - maxBodySize: the largest body collected, in bytes; 64 MiB by default. A larger one
+    ///     fails with ``AccessoryClientError/Code/responseTooLarge``.
     public func get(
         _ target: String,
         maxBodySize: Int = 64 * 1024 * 1024

@@ -46,6 +46,12 @@ public struct AccessoryClientError: AccessoryError {
     /// The lower-level error, if any (`HTTPLinkError`, `TransportError`, …).
     public let underlying: (any Error)?
 
+    /// An error with the given code and message.
+    ///
+    /// - Parameters:
+    ///   - code: what went wrong, for programs.
+    ///   - message: what was wrong and what to do, for people.
+    ///   - underlying: the lower-level error that caused this one, if any; `nil` by default.
     public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message

@@ -4,9 +4,12 @@ import NIOCore
 
 /// A request to an accessory.
 public struct AccessoryRequest: Sendable {
+    /// The request method (`GET`, `POST`…).
     public var method: HTTPRequest.Method
     /// The request target: a path with an optional query (`/status?verbose=1`).
     public var path: String
+    /// The request's header fields. The client adds those of its
+    /// ``AccessoryClient/Configuration/defaultHeaderFields`` that are not set here.
     public var headerFields: HTTPFields
     /// The body. A streamed body's producer may be called again when a 307/308 redirect or an
     /// authentication retry re-sends the request; it must then produce the same bytes.
@@ -16,6 +19,17 @@ public struct AccessoryRequest: Sendable {
     /// The whole exchange, redirects and authentication retries included, must end within this.
     public var timeout: Duration?
 
+    /// A request for `path`.
+    ///
+    /// - Parameters:
+    ///   - method: the request method; `GET` by default.
+    ///   - path: the request target: a path with an optional query (`/status?verbose=1`).
+    ///   - headerFields: the request's header fields; none by default.
+    ///   - body: the request body; none by default.
+    ///   - credentials: credentials for Basic or Digest authentication, used when the device asks;
+    ///     `nil` by default.
+    ///   - timeout: the bound on the whole exchange; `nil` (the default) uses the client's
+    ///     ``AccessoryClient/Configuration/defaultTimeout``.
     public init(
         method: HTTPRequest.Method = .get,
         path: String,

@@ -12,15 +12,23 @@ public struct AccessoryResponse: Sendable {
     /// How many redirects were followed to get here.
     public let redirectCount: Int
 
+    /// The response status, from ``head``.
     public var status: HTTPResponse.Status { self.head.status }
 }
 
 /// How much of a transfer is done.
 public struct TransferProgress: Sendable, Hashable {
+    /// How many body bytes have been transferred so far.
     public var bytesTransferred: Int64
-    /// The total from `Content-Length`, when the device sent one.
+    /// The total, when known: the response's `Content-Length` for a download, the file's size
+    /// for an upload.
     public var totalBytes: Int64?
 
+    /// The progress of a transfer at one moment.
+    ///
+    /// - Parameters:
+    ///   - bytesTransferred: how many body bytes have been transferred so far.
+    ///   - totalBytes: the total, or `nil` when it is not known.
     public init(bytesTransferred: Int64, totalBytes: Int64?) {
         self.bytesTransferred = bytesTransferred
         self.totalBytes = totalBytes
@@ -36,16 +44,18 @@ public struct TransferProgress: Sendable, Hashable {
 // The body types, by the name of what they belong to: one place to look for each side.
 
 extension AccessoryRequest {
-    /// A request body: none, bytes, or a stream (``HTTPRequestBody``).
+    /// A request body: none, bytes, or a stream (`HTTPRequestBody`, module AccessoryHTTP1).
     public typealias Body = HTTPRequestBody
 }
 
 extension AccessoryResponse {
-    /// A response body, read with back-pressure (``HTTPResponseBody``).
+    /// A response body, read with back-pressure (`HTTPResponseBody`, module AccessoryHTTP1).
     public typealias Body = HTTPResponseBody
 }
 
+/// The writer of a streamed request body, under the name of the body it belongs to.
 extension HTTPRequestBody {
-    /// What a streamed request body's producer writes to (``RequestBodyWriter``).
+    /// What a streamed request body's producer writes to (`RequestBodyWriter`, module
+    /// AccessoryHTTP1).
     public typealias Writer = RequestBodyWriter
 }

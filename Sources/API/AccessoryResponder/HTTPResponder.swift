@@ -105,6 +105,7 @@ public struct HTTPResponder: Sendable {
     /// - Throws: ``ResponderError`` (``ResponderError/Code/setupFailed``) if the transport cannot
     ///   be opened; the transport's own error is part of the message.
     /// - Parameters:
+    ///   - transport: the byte stream pair to serve; opened once, on `eventLoop`.
     ///   - eventLoop: drives the link; by default one of NIO's shared singleton loops.
     ///   - streamLayer: handlers every stream gets between the session layer and HTTP, fresh for
     ///     each: TLS over a byte stream goes here (`TLSServerContext.addHandler(to:)`), so that

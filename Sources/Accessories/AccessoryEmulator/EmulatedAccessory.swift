@@ -20,7 +20,7 @@ public struct EmulatedAccessory: Sendable {
         self.startTime = startTime
     }
 
-    /// The accessory's request handler, to serve with any ``HTTPResponder``.
+    /// The accessory's request handler, to serve with any `HTTPResponder` (AccessoryResponder).
     public var handler: HTTPHandler {
         let router = EmulatorRouter(identity: self.identity, startTime: self.startTime)
         return { request in try await router.respond(to: request) }

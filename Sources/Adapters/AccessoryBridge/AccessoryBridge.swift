@@ -19,7 +19,7 @@ import Synchronization
 /// ```swift
 /// let bridge = AccessoryBridge(client: AccessoryClient(transport: transport))
 /// let bound = try await bridge.bind([.unix(path: "/run/accessory-http/accessory.sock")])
-/// await bridge.run()  // until bridge.shutdown(gracePeriod:)
+/// await bridge.run()  // until bridge.shutdown()
 /// ```
 ///
 /// Redirects and authentication challenges from the accessory pass through unchanged (the
@@ -46,8 +46,9 @@ public final class AccessoryBridge: Sendable {
         /// Allow TCP listeners on addresses other than loopback (anyone who can reach the
         /// address can then use the accessory).
         public var allowRemote = false
-        /// The mode and group given to unix socket files (connecting needs write permission).
+        /// The mode given to unix socket files (connecting needs write permission).
         public var socketMode: mode_t = 0o660
+        /// The group given to unix socket files; `nil` leaves the group they were created with.
         public var socketGroup: gid_t?
         /// How long a client connection may stay silent, or leave a request head unfinished,
         /// before it is answered 408 and closed (never while an exchange runs on it).
@@ -60,6 +61,10 @@ public final class AccessoryBridge: Sendable {
         /// demand). `nil`: the device is held while the bridge runs.
         public var idleRelease: Duration?
 
+        /// A configuration with the defaults: the name "accessory", no device spec, a queue timeout of
+        /// 30 s, a response timeout of 60 s, `Retry-After: 2`, one exchange at a time, loopback
+        /// listeners only, socket files of mode 0660 in the group they were created with, a client idle
+        /// timeout of 60 s, a grace period of 10 s, and the device held while the bridge runs.
         public init() {}
     }
 
@@ -68,6 +73,7 @@ public final class AccessoryBridge: Sendable {
         var socketPaths: [String] = []
     }
 
+    /// How the bridge serves its accessory, as given to ``init(client:configuration:logger:eventLoopGroup:)``.
     public let configuration: Configuration
     private let client: AccessoryClient
     private let logger: Logger
@@ -77,6 +83,16 @@ public final class AccessoryBridge: Sendable {
     private let tracker = ConnectionTracker()
     private let state = TrackedMutex(State())
 
+    /// A bridge that carries requests over `client`'s link. It listens nowhere until ``bind(_:)``.
+    ///
+    /// - Parameters:
+    ///   - client: The client of the accessory's link; every request goes through it.
+    ///   - configuration: How the bridge serves its accessory; the defaults of
+    ///     ``Configuration/init()`` unless given.
+    ///   - logger: Where connections, exchanges and errors are logged; by default a logger labelled
+    ///     `accessory-http.bridge`.
+    ///   - eventLoopGroup: The event loops the listeners and client connections run on; NIO's
+    ///     `MultiThreadedEventLoopGroup.singleton` by default.
     public init(
         client: AccessoryClient,
         configuration: Configuration = .init(),

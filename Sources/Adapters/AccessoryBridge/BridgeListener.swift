@@ -2,7 +2,12 @@
 /// `tcp:[IPV6]:PORT` (port 0: any free port, reported once bound), or a listening socket it was
 /// given (`systemd`: socket activation, ``SystemdSockets``).
 public enum BridgeListener: Sendable, Hashable, CustomStringConvertible {
+    /// `unix:PATH`: a unix stream socket file at `path`, given
+    /// ``AccessoryBridge/Configuration/socketMode`` and ``AccessoryBridge/Configuration/socketGroup``.
+    /// A stale socket file left there is replaced; a live one or another kind of file is an error.
     case unix(path: String)
+    /// `tcp:HOST:PORT`: a TCP socket on `host`, an IP address or a name such as `localhost`; `port` 0 for
+    /// any free port. An address other than loopback needs ``AccessoryBridge/Configuration/allowRemote``.
     case tcp(host: String, port: Int)
     /// A socket already bound and listening, passed by the service manager.
     case inherited(descriptor: CInt)

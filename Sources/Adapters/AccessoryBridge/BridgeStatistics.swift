@@ -12,26 +12,30 @@ public struct BridgeStatus: Sendable, Hashable {
     public var name: String
     /// The device spec the link was opened from.
     public var device: String
-    /// Times the link's byte stream was opened, and sessions restarted on it without reopening.
+    /// Times the link's byte stream was opened.
     public var linkOpens: Int
+    /// Times sessions were restarted on the link's byte stream without reopening it.
     public var linkRenewals: Int
     /// Times the device was released after the link stood idle (`--idle-release`).
     public var idleReleases = 0
-    /// Requests answered (any status), and those answered with an error of the bridge's own.
+    /// Requests that ended, whether answered (with any status) or not.
     public var requests: Int
-    /// Exchanges on the link now, and requests waiting for it.
+    /// Exchanges on the link now.
     public var active: Int
+    /// Requests waiting for their turn on the link now.
     public var queued: Int
-    /// Body bytes from clients to the accessory, and from the accessory to clients.
+    /// Body bytes carried from clients to the accessory.
     public var bytesToAccessory: Int64
+    /// Body bytes carried from the accessory to clients.
     public var bytesFromAccessory: Int64
     /// Answers by status code (the accessory's and the bridge's own).
     public var responses: [Int: Int] = [:]
     /// Errors by kind: `accessory-unreachable` (502), `queue-timeout` (503), `accessory-timeout`
     /// (504), `bad-request` (400, 405), `client-gone` (a client left mid-exchange).
     public var errors: [String: Int]
-    /// The last error and when it happened (seconds since 1970), if any.
+    /// The last error's message, if any.
     public var lastError: String?
+    /// When ``lastError`` happened, in seconds since 1970 (to the millisecond); `nil` if none has.
     public var lastErrorAt: Double?
 
     /// The status as one JSON object.

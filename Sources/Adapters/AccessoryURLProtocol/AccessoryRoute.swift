@@ -113,10 +113,11 @@ public struct AccessoryRoute: Sendable {
     }
 }
 
+/// The client configuration a route uses unless given one.
 extension AccessoryClient.Configuration {
     /// What a route uses unless given a configuration: as URLSession's own HTTP stack does, it
     /// asks for a compressed body and decodes `gzip` and `deflate`, whether or not the app set
-    /// `Accept-Encoding` itself (``LinkConfiguration/decompressResponses``).
+    /// `Accept-Encoding` itself (`LinkConfiguration.decompressResponses`, in AccessoryHTTP1).
     public static var urlSession: AccessoryClient.Configuration {
         var configuration = AccessoryClient.Configuration()
         configuration.link.decompressResponses = true

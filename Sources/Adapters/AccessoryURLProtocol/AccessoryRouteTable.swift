@@ -66,7 +66,7 @@ public final class AccessoryRouteTable: Sendable {
     ///
     /// The session's own `urlCache` is not used: with a custom protocol, FoundationNetworking
     /// on Linux never stores anything in it and crashes on cancellation races while it is set,
-    /// so ``Foundation/URLSessionConfiguration/registerAccessoryProtocol()`` sets it to `nil`.
+    /// so `URLSessionConfiguration.registerAccessoryProtocol()` sets it to `nil`.
     public var cache: AccessoryResponseCache? {
         get { self.state.withLock { $0.cache } }
         set { self.state.withLock { $0.cache = newValue } }

@@ -16,7 +16,7 @@ import Foundation
 /// ```
 ///
 /// On Linux, FoundationNetworking leaves much of the work of a custom protocol undone (see
-/// docs/urlsession.md); this class does it itself: whole bodies for completion handlers,
+/// <doc:URLSessionOnLinux>); this class does it itself: whole bodies for completion handlers,
 /// streaming for delegates, timeouts, redirects, Basic and Digest authentication, caching,
 /// canonical requests, and an immediate, explicit failure for download tasks and
 /// `uploadTask(with:from:)` bodies, which cannot work through a custom protocol there.
@@ -49,6 +49,8 @@ open class AccessoryURLProtocol: URLProtocol {
         CanonicalRequest.make(request)
     }
 
+    /// Whether `a` and `b` have the same canonical URL (scheme and host lowercased, an empty path
+    /// made `/`); the method and headers are not compared.
     open override class func requestIsCacheEquivalent(_ a: URLRequest, to b: URLRequest) -> Bool {
         CanonicalRequest.make(a).url == CanonicalRequest.make(b).url
     }
@@ -62,6 +64,11 @@ open class AccessoryURLProtocol: URLProtocol {
         return marked
     }
 
+    /// Called by URLSession on the task's work queue to start the load: the response comes from
+    /// ``AccessoryRouteTable/cache`` or over the route's link, or the task fails at once (a download
+    /// task, an upload body FoundationNetworking does not pass on, no route for the URL, an
+    /// `accessorys://` URL on a route without TLS). Later calls, made to wake the work queue, deliver
+    /// the events that have arrived.
     open override func startLoading() {
         // Runs on the task's work queue: either the first start, or a wake (see LoadingBox).
         switch self.box.currentPhase {
@@ -74,6 +81,9 @@ open class AccessoryURLProtocol: URLProtocol {
         }
     }
 
+    /// Called by URLSession when the task is cancelled or its session invalidated: stops the load.
+    /// A call while the task is still running or suspended (a wake, or the app's `suspend()`) is
+    /// ignored, and loading goes on.
     open override func stopLoading() {
         // Also on the work queue. A cancellation (or invalidation) sets the task's state to
         // canceling before the session calls this; a wake or the app's suspend() leaves it

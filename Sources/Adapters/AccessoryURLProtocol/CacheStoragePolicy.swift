@@ -10,7 +10,11 @@ import Foundation
 /// transfer was secure.
 public enum CacheStoragePolicy {
     /// The storage policy for `response` to `request`.
-    /// - Parameter secure: whether the exchange ran over TLS (`accessorys://` or `https://`).
+    ///
+    /// - Parameters:
+    ///   - request: the request the response answers; its `Cache-Control` is checked.
+    ///   - response: the response to store; its status and `Cache-Control` are checked.
+    ///   - secure: whether the exchange ran over TLS (`accessorys://` or `https://`).
     public static func policy(
         for request: URLRequest,
         response: HTTPURLResponse,

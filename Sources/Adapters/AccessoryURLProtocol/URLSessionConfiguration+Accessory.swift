@@ -4,6 +4,8 @@ import Foundation
     import FoundationNetworking
 #endif
 
+/// Setting up a URLSession configuration to serve accessory routes through
+/// ``AccessoryURLProtocol``.
 extension URLSessionConfiguration {
     /// A default configuration that serves `routes` through ``AccessoryURLProtocol``.
     ///

@@ -9,7 +9,7 @@ import NIOPosix
 /// spec is resolved, used by the CLI, URLSession routes (`AccessoryRoute(device:)`) and
 /// anything else that takes a spec from a user.
 ///
-/// ``DeviceSpec/makeTransport()`` in AccessoryTransport opens the kinds that module implements
+/// `DeviceSpec.makeTransport()` in AccessoryTransport opens the kinds that module implements
 /// (`unix:`, `exec:`, `serial:`, `stdio`); this resolver sits above the modules that implement
 /// the rest and adds them: `emulator` (the built-in emulated accessory, served in this process
 /// on a socketpair), `usb:` (libusb bulk endpoints, with per-device quirks) and `aoa`

@@ -15,7 +15,9 @@ import Synchronization
 /// request reopens it (and, on transports that may carry stale bytes, waits for the line to go
 /// quiet first), so stale bytes are never read as a response.
 public final class HTTPLink: Sendable {
+    /// The byte stream transport the link opens, and opens again when it must.
     public let transport: any ByteStreamTransport
+    /// How the link behaves: Host header, limits, timeouts, drain bound, tracing.
     public let configuration: LinkConfiguration
     let eventLoop: any EventLoop
     /// Runs this link's exchanges (see ``execute(_:body:deadline:_:)``).
@@ -50,6 +52,14 @@ public final class HTTPLink: Sendable {
         var openAttempts = 0
     }
 
+    /// A link that is not open yet: the first request opens it.
+    ///
+    /// - Parameters:
+    ///   - transport: the byte stream pair to the accessory.
+    ///   - configuration: how the link behaves; the defaults of ``LinkConfiguration/init()`` by
+    ///     default.
+    ///   - eventLoop: the event loop the link's channel and ``taskExecutor`` run on; by default
+    ///     the next loop of `MultiThreadedEventLoopGroup.singleton`.
     public init(
         transport: any ByteStreamTransport,
         configuration: LinkConfiguration = .init(),
@@ -66,7 +76,7 @@ public final class HTTPLink: Sendable {
 
     /// How many times a new stream was started on the open transport instead of reopening it
     /// (a session restarted in band after an abandoned response, an integrity error or a
-    /// timeout; ``OpenedByteStream/renewal``).
+    /// timeout; `OpenedByteStream.renewal` in AccessoryTransport).
     public var renewalCount: Int { self.state.withLock { $0.renewals } }
 
     /// Runs one exchange: sends `request` with `body`, waits for the response head, and hands
@@ -81,9 +91,19 @@ public final class HTTPLink: Sendable {
     /// the request and reading the response: the lowest latency for many small requests. Such
     /// a caller must not block while it has that preference.
     ///
-    /// - Parameter deadline: the call ends by then, waiting in line and the link's open
-    ///   included: the exchange fails with `exchangeTimeout`, and what is left of it is cleared
-    ///   up behind the caller (an open under way goes on, and serves the next request).
+    /// - Parameters:
+    ///   - request: the request head. One without an authority is sent with the configuration's
+    ///     ``LinkConfiguration/host`` as `Host`.
+    ///   - body: the request body; none by default.
+    ///   - deadline: the call ends by then, waiting in line and the link's open
+    ///     included: the exchange fails with `exchangeTimeout`, and what is left of it is cleared
+    ///     up behind the caller (an open under way goes on, and serves the next request). `nil`
+    ///     (the default): no deadline.
+    ///   - handle: receives the response once its head has arrived, and may read its body.
+    /// - Returns: what `handle` returns.
+    /// - Throws: what `handle` throws (a `CancellationError` becomes ``HTTPLinkError/Code/cancelled``);
+    ///   ``HTTPLinkError`` for every failure of the link (`invalid-request`, `exchange-timeout`,
+    ///   `link-closed`, `idle-timeout`, `malformed-response`…).
     public func execute<Result: Sendable>(
         _ request: HTTPRequest,
         body: HTTPRequestBody = .none,

@@ -44,6 +44,12 @@ public struct HTTPLinkError: AccessoryError {
     /// The error that caused this one, if any (a `TransportError`, an NIO parser error…).
     public let underlying: (any Error)?
 
+    /// An error with the given code and message.
+    ///
+    /// - Parameters:
+    ///   - code: what went wrong, for programs.
+    ///   - message: what went wrong on the link and what to do about it, for people.
+    ///   - underlying: the error that caused this one, if any; `nil` by default.
     public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message

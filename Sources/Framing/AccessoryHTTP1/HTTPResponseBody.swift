@@ -103,7 +103,10 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
 
 /// A response whose head has arrived and whose body is still on the link.
 public struct HTTPLinkResponse: Sendable {
+    /// The response head: status and header fields.
     public let head: HTTPResponse
+    /// The body, read from the device as it is consumed; what is left unread is drained after
+    /// the exchange's handler returns.
     public let body: HTTPResponseBody
 
     package init(head: HTTPResponse, body: HTTPResponseBody) {

@@ -14,6 +14,7 @@ public final class EndStreamCoalescer: ChannelOutboundHandler, RemovableChannelH
 
     private var held: (payload: HTTP2Frame.FramePayload, promise: EventLoopPromise<Void>?)?
 
+    /// A coalescer holding nothing; one goes in each stream's pipeline.
     public init() {}
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

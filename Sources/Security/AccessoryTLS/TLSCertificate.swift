@@ -5,8 +5,8 @@ import COpenSSL
 /// A certificate the peer presented, as DER bytes with the facts a trust decision needs.
 ///
 /// The peer chose every byte of it, so the text facts (``subject``, ``issuer``,
-/// ``subjectAlternativeNames``) are escaped with ``UntrustedText/printable(_:)``: a newline, an
-/// escape sequence or a bidirectional override in a name is shown as `\x0A`, `\x1B`,
+/// ``subjectAlternativeNames``) are escaped with AccessoryTransport's `UntrustedText.printable(_:)`:
+/// a newline, an escape sequence or a bidirectional override in a name is shown as `\x0A`, `\x1B`,
 /// `\u{202E}`, never sent to a terminal as it is (a certificate could otherwise forge the
 /// fingerprint lines that `accessory-http trust` prints). Use ``der`` for the exact bytes.
 public struct TLSCertificate: Sendable, Hashable, CustomStringConvertible {

@@ -2,6 +2,8 @@ import NIOCore
 
 /// A TLS protocol version.
 public enum TLSVersion: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// TLS 1.0, 1.1, 1.2 or 1.3, as the case's name says (`v1_2` is TLS 1.2). 1.0 and 1.1 are
+    /// obsolete (RFC 8996); a configuration accepts TLS 1.2 and later unless its minimum is lowered.
     case v1_0, v1_1, v1_2, v1_3
 
     public var description: String {
@@ -91,6 +93,20 @@ public struct TLSTrust: Sendable {
     /// the traffic.
     public var insecureSkipVerification: Bool
 
+    /// A trust policy. The defaults trust the system roots and the standard trust store's anchors,
+    /// with no pins, no pairing, no evaluator, and verification on.
+    ///
+    /// - Parameters:
+    ///   - useSystemRoots: Whether to trust the system's root certificates; `true` by default.
+    ///   - anchorFiles: Extra PEM files of trusted anchors; none by default.
+    ///   - trustStore: Where remembered anchors and paired accessories live;
+    ///     ``TrustStore/standard()`` by default. `nil` loads no store's anchors, but a `pairing`
+    ///     then still reads and writes the standard store.
+    ///   - pins: Pins the leaf, or a CA its chain verifiably leads to, must match; none by default.
+    ///   - pairing: The accessory to pair with, by identity; `nil` (no pairing) by default.
+    ///   - evaluator: The app's own decision, made after the built-in one; `nil` by default.
+    ///   - insecureSkipVerification: Whether to accept any certificate (debugging only); `false`
+    ///     by default.
     public init(
         useSystemRoots: Bool = true,
         anchorFiles: [String] = [],
@@ -111,6 +127,7 @@ public struct TLSTrust: Sendable {
 
     /// Pairing with one accessory, like ssh's known_hosts.
     public struct Pairing: Sendable, Hashable {
+        /// What happens when the trust store does not know the accessory yet.
         public enum Mode: Sendable, Hashable {
             /// The accessory must already be in the trust store (paired with
             /// `accessory-http trust`), unless its chain verifies and a name is configured.
@@ -123,8 +140,16 @@ public struct TLSTrust: Sendable {
         /// The accessory's identity in known_accessories: the expected name, a serial number,
         /// or the device spec. No whitespace.
         public var identity: String
+        /// Whether an accessory the trust store does not know is refused or remembered on first use.
         public var mode: Mode
 
+        /// Pairing with the accessory known as `identity`.
+        ///
+        /// - Parameters:
+        ///   - identity: The accessory's identity in known_accessories: the expected name, a serial
+        ///     number, or the device spec. Non-empty, without whitespace, not starting with `#`.
+        ///   - mode: What to do with an accessory the trust store does not know;
+        ///     ``TLSTrust/Pairing/Mode/requirePaired`` by default.
         public init(identity: String, mode: Mode = .requirePaired) {
             self.identity = identity
             self.mode = mode
@@ -145,8 +170,17 @@ public enum TLSClientAuthentication: Sendable, Hashable {
 
 /// Everything a ``TLSTransport`` needs for one side of a connection.
 public struct TLSConfiguration: Sendable {
-    public enum Role: Sendable, Hashable { case client, server }
+    /// Which end of the handshake this side is: the client starts it and judges the peer's
+    /// certificate with ``TLSConfiguration/trust``; the server presents ``TLSConfiguration/identity``
+    /// and waits for the client.
+    public enum Role: Sendable, Hashable {
+        /// Starts the handshake and judges the peer's certificate: usually the host.
+        case client
+        /// Presents its identity and waits for the client: usually the accessory.
+        case server
+    }
 
+    /// Whether this side is the TLS client (usually the host) or the server (usually the accessory).
     public var role: Role
     /// The lowest version accepted; TLS 1.2 unless changed.
     public var minimumVersion: TLSVersion
@@ -208,6 +242,25 @@ public struct TLSConfiguration: Sendable {
         )
     }
 
+    /// A configuration for either side; ``client(serverName:trust:identity:minimumVersion:)`` and
+    /// ``server(identity:clientAuthentication:minimumVersion:)`` are shorter.
+    ///
+    /// - Parameters:
+    ///   - role: Whether this side is the TLS client or the server.
+    ///   - minimumVersion: The lowest version accepted; TLS 1.2 by default.
+    ///   - maximumVersion: The highest version offered; `nil` (the default) for the highest the
+    ///     system OpenSSL supports.
+    ///   - identity: The certificate and key presented; `nil` by default. A server needs one.
+    ///   - serverName: Client: the accessory's expected name, checked against its certificate and
+    ///     sent as SNI (unless it is an IP address); `nil` by default.
+    ///   - trust: Client: how the accessory's certificate is judged; a ``TLSTrust`` with its
+    ///     defaults unless given.
+    ///   - clientAuthentication: Server: which client certificates are requested;
+    ///     ``TLSClientAuthentication/none`` by default.
+    ///   - handshakeTimeout: Bound on the handshake; 10 seconds by default. A client's bound starts
+    ///     when the link is active, a server's with the client's first byte.
+    ///   - shutdownTimeout: How long closing waits for the peer's close_notify after sending ours;
+    ///     500 milliseconds by default.
     public init(
         role: Role,
         minimumVersion: TLSVersion = .v1_2,
@@ -272,8 +325,14 @@ public enum TLSTrustDecision: Sendable {
 /// remember the answer (for example with ``TrustStore/remember(identity:pin:comment:)`` or a
 /// pin) and reconnect.
 public struct TLSServerTrustEvaluator: Sendable {
+    /// The callback: given the chain and the built-in verdict, returns the app's decision.
     public let evaluate: @Sendable (TLSServerTrust) -> TLSTrustDecision
 
+    /// Wraps a server-trust callback.
+    ///
+    /// - Parameter evaluate: Called during each handshake, on the link's event loop, with the chain
+    ///   and the built-in verdict; must not block. Not called when
+    ///   ``TLSTrust/insecureSkipVerification`` is set.
     public init(_ evaluate: @escaping @Sendable (TLSServerTrust) -> TLSTrustDecision) {
         self.evaluate = evaluate
     }

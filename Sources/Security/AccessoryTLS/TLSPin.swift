@@ -5,6 +5,7 @@
 /// `openssl x509 -fingerprint -sha256` prints them) is accepted wherever a pin is parsed;
 /// pins are always printed in base64.
 public struct TLSPin: Sendable, Hashable, CustomStringConvertible, LosslessStringConvertible {
+    /// What a pin's digest is taken over: the key or the whole certificate.
     public enum Kind: Sendable, Hashable {
         /// SHA-256 of the DER SubjectPublicKeyInfo: survives re-issuing a certificate for the
         /// same key. The default, and what pairing records.
@@ -13,10 +14,17 @@ public struct TLSPin: Sendable, Hashable, CustomStringConvertible, LosslessStrin
         case certificate
     }
 
+    /// Whether the digest is of the key (``TLSPin/Kind/spki``) or of the whole certificate.
     public let kind: Kind
     /// The 32 digest bytes.
     public let digest: [UInt8]
 
+    /// A pin from its digest. The length is not checked: a digest that is not 32 bytes matches no
+    /// certificate.
+    ///
+    /// - Parameters:
+    ///   - kind: What the digest was taken over.
+    ///   - digest: The SHA-256 digest, 32 bytes.
     public init(kind: Kind, digest: [UInt8]) {
         self.kind = kind
         self.digest = digest

@@ -17,9 +17,17 @@ import Synchronization
 /// Each `open` reads the configured files and the trust store anew, so a pairing made in the
 /// meantime is seen by the next connection.
 public struct TLSTransport: ByteStreamTransport {
+    /// The transport the TLS connection runs over.
     public let inner: any ByteStreamTransport
+    /// The TLS settings of every connection this transport opens.
     public let configuration: TLSConfiguration
 
+    /// Wraps `inner` in TLS. Nothing is opened or read until ``open(on:configure:)``.
+    ///
+    /// - Parameters:
+    ///   - inner: The transport the TLS connection runs over.
+    ///   - configuration: The TLS settings, usually
+    ///     ``TLSConfiguration/client(serverName:trust:identity:minimumVersion:)``.
     public init(wrapping inner: any ByteStreamTransport, configuration: TLSConfiguration) {
         self.inner = inner
         self.configuration = configuration

@@ -30,8 +30,11 @@
 public struct TrustStore: Sendable, Hashable {
     /// A paired accessory.
     public struct Entry: Sendable, Hashable {
+        /// The accessory's identity, the first word of its known_accessories line.
         public let identity: String
+        /// The key the accessory is paired with.
         public let pin: TLSPin
+        /// The text after the pin, without a leading `#`; `nil` if the line has none.
         public let comment: String?
         /// The file the entry was read from.
         public let file: String
@@ -42,6 +45,12 @@ public struct TrustStore: Sendable, Hashable {
     /// The system-wide directory (read only).
     public var systemDirectory: String?
 
+    /// A trust store in the given directories; ``standard()`` gives the usual ones.
+    ///
+    /// - Parameters:
+    ///   - userDirectory: The per-user directory, read first and written by
+    ///     ``remember(identity:pin:comment:)``; `nil` for none.
+    ///   - systemDirectory: The system-wide directory, only read; `nil` (the default) for none.
     public init(userDirectory: String?, systemDirectory: String? = nil) {
         self.userDirectory = userDirectory
         self.systemDirectory = systemDirectory

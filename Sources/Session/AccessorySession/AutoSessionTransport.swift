@@ -17,6 +17,8 @@ public struct AutoSessionTransport: ByteStreamTransport {
 
     enum Decision { case unknown, sessions, plain }
 
+    /// The byte stream transport to the device, spoken to with sessions or plain, as the first
+    /// open decides.
     public let inner: any ByteStreamTransport
     private let session: SessionTransport
     private let decision = SharedDecision()

@@ -8,12 +8,15 @@ import NIOCore
 public struct HelloWatch: Sendable {
     /// What the watched bytes turned out to be, in order.
     public enum Segment: Sendable {
+        /// Bytes that are not a frame: plain input for the HTTP layer.
         case plain(ByteBuffer)
+        /// A valid HELLO, taken off the input: a session starts.
         case hello(SessionFrame)
     }
 
     private var held = ByteBuffer()
 
+    /// A watch with nothing held back.
     public init() {}
 
     /// Bytes held back as a possible HELLO.

@@ -26,6 +26,12 @@ public struct SessionError: AccessoryError {
     public let message: String
     public let underlying: (any Error)?
 
+    /// An error with the given code and message.
+    ///
+    /// - Parameters:
+    ///   - code: what went wrong, for programs.
+    ///   - message: what happened on the line and what to do, for people.
+    ///   - underlying: the error that caused this one, if any; `nil` by default.
     public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message

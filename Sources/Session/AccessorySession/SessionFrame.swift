@@ -5,23 +5,35 @@ import NIOCore
 public struct SessionFrame: Sendable, Hashable {
     /// What a frame is for (docs/framing.md §2).
     public enum Kind: UInt8, Sendable, Hashable, CaseIterable {
+        /// HELLO (`01`): the opener starts a session with a fresh nonce, sequence 0.
         case hello = 0x01
+        /// HELLO_ACK (`02`): the responder answers a HELLO with its nonce; the session is open.
         case helloAck = 0x02
+        /// DATA (`03`): the next bytes of the session's stream, in either direction.
         case data = 0x03
+        /// PING (`04`): asks the other side to show it is alive; up to 8 opaque payload bytes.
         case ping = 0x04
+        /// PONG (`05`): the answer to a PING, carrying its payload unchanged.
         case pong = 0x05
+        /// CLOSE (`06`): ends the session; the payload starts with a ``SessionFrame/CloseReason``.
         case close = 0x06
     }
 
     /// Why a session ended: the first payload byte of CLOSE (docs/framing.md §2).
     public enum CloseReason: UInt8, Sendable, Hashable {
+        /// `01`: the sender has finished with the session (a responder's `Connection: close`).
         case endOfStream = 0x01
+        /// `02`: the sender received a frame it could not verify.
         case integrityError = 0x02
+        /// `03`: a valid frame broke a rule of the protocol.
         case protocolError = 0x03
+        /// `04`: the device is going away.
         case shuttingDown = 0x04
     }
 
+    /// The four bytes every frame starts with: `AC CE 55 ED`.
     public static let magic: [UInt8] = [0xAC, 0xCE, 0x55, 0xED]
+    /// The format byte of this frame layout; a frame with any other value is invalid.
     public static let format: UInt8 = 1
     /// The header, its CRC included.
     public static let headerSize = 28
@@ -29,16 +41,29 @@ public struct SessionFrame: Sendable, Hashable {
     public static let overhead = 32
     /// The largest whole frame: one 16 KiB USB bulk transfer.
     public static let maxFrameSize = 16384
+    /// The smallest `max_frame` a HELLO or HELLO_ACK may announce.
     public static let minFrameSize = 64
+    /// The largest payload: ``maxFrameSize`` less the header and the frame CRC.
     public static let maxPayload = maxFrameSize - overhead
-    /// The session protocol versions this implementation speaks.
+    /// The session protocol version this implementation speaks.
     public static let version: UInt8 = 1
 
+    /// The frame's type.
     public var kind: Kind
+    /// The session the frame belongs to: the opener's random nonce, never 0 on the wire.
     public var nonce: UInt64
+    /// The frame's number in its direction of the session (HELLO and HELLO_ACK are 0).
     public var sequence: UInt32
+    /// The bytes between the header and the frame CRC.
     public var payload: ByteBuffer
 
+    /// A frame to send; ``encode(into:)`` writes its bytes.
+    ///
+    /// - Parameters:
+    ///   - kind: the frame's type.
+    ///   - nonce: the session's nonce (never 0 on the wire).
+    ///   - sequence: the frame's number in its direction of the session.
+    ///   - payload: the payload; empty by default.
     public init(_ kind: Kind, nonce: UInt64, sequence: UInt32, payload: ByteBuffer = ByteBuffer()) {
         self.kind = kind
         self.nonce = nonce

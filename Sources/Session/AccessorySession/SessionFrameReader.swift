@@ -5,14 +5,25 @@ import NIOCore
 public struct SessionFrameReader: Sendable {
     /// Why bytes are not a valid frame.
     public enum Problem: Sendable, Hashable, CustomStringConvertible {
+        /// The bytes do not start with the magic `AC CE 55 ED`.
         case badMagic
+        /// The format byte (given) is not 1.
         case badFormat(UInt8)
+        /// The header CRC does not match the 24 bytes before it.
         case badHeaderCRC
+        /// The header announces a payload (of the given length) longer than
+        /// ``SessionFrameReader/maxFrameSize`` allows.
         case tooLong(Int)
+        /// The frame CRC does not match: the frame was damaged in transit.
         case badFrameCRC
+        /// The type byte (given) names no ``SessionFrame/Kind``.
         case unknownType(UInt8)
+        /// The payload length (given) is not allowed for the frame's type: HELLO and HELLO_ACK
+        /// 8 … 64 bytes, PING and PONG at most 8, CLOSE 4 … 204.
         case badPayload(SessionFrame.Kind, Int)
+        /// The frame carries nonce 0, which no session uses.
         case zeroNonce
+        /// A HELLO or HELLO_ACK (the given kind) with version 0 or a `max_frame` outside 64 … 16384.
         case badHandshake(SessionFrame.Kind)
 
         public var description: String {
@@ -32,8 +43,11 @@ public struct SessionFrameReader: Sendable {
 
     /// What ``next()`` found at the front of the input.
     public enum Next: Sendable {
+        /// A valid frame, now taken off the input.
         case frame(SessionFrame)
+        /// The input holds no whole frame yet (or nothing): append more bytes and call again.
         case needMoreBytes
+        /// The input does not start with a valid frame; nothing was consumed.
         case invalid(Problem)
     }
 
@@ -52,6 +66,11 @@ public struct SessionFrameReader: Sendable {
     /// Bytes copied to the front so far (tests check that it stays linear).
     private(set) var copiedBytes = 0
 
+    /// A reader with nothing buffered.
+    ///
+    /// - Parameter maxFrameSize: the largest whole frame accepted, in bytes, header and frame CRC
+    ///   included (the `max_frame` this side announced); ``SessionFrame/maxFrameSize`` (16384)
+    ///   by default.
     public init(maxFrameSize: Int = SessionFrame.maxFrameSize) {
         self.maxFrameSize = maxFrameSize
     }
@@ -61,6 +80,10 @@ public struct SessionFrameReader: Sendable {
         self.queued.reduce(self.buffer.readableBytes) { $0 + $1.readableBytes }
     }
 
+    /// Adds bytes read from the stream after those already buffered; an empty buffer is ignored.
+    /// The bytes are kept as they came, not copied, until a frame needs them contiguous.
+    ///
+    /// - Parameter bytes: the next bytes read.
     public mutating func append(_ bytes: ByteBuffer) {
         guard bytes.readableBytes > 0 else { return }
         if self.buffer.readableBytes == 0 && self.queued.isEmpty {

@@ -7,7 +7,7 @@ public struct SessionStreamEnded: Sendable, Hashable {}
 
 /// The responder's session layer, in a channel pipeline, below the HTTP handlers
 /// (docs/framing.md §6): it serves plain HTTP/1.1 until a valid HELLO arrives, then carries the
-/// HTTP stream in frames. Every time the HTTP stream ends (``boundary()``), the owner of the
+/// HTTP stream in frames. Every time the HTTP stream ends (``boundary(on:)``), the owner of the
 /// pipeline replaces the HTTP handlers with fresh ones and calls ``attach()``.
 ///
 /// Reading follows the HTTP layer (the channel's autoRead, held back by the responder while
@@ -53,6 +53,10 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     /// stays, so that the next host's handshake gets a fresh TLS layer. Event loop only.
     public var plainStreamsEndAlone = false
 
+    /// A handler in plain mode.
+    ///
+    /// - Parameter tracer: receives one line per session frame sent (`>`) or received (`<`), for
+    ///   `-v`; `nil` (the default) traces nothing.
     public init(tracer: (@Sendable (String) -> Void)? = nil) {
         self.tracer = tracer
         self.machine = SessionResponderMachine(tracing: tracer != nil)

@@ -4,12 +4,17 @@ import NIOCore
 /// a watch for HELLO, SESSION, or HUNTING. The handler feeds it bytes from the host and from
 /// the HTTP layer, and carries out its actions.
 public struct SessionResponderMachine: Sendable {
+    /// The responder's state (docs/framing.md §6).
     public enum Mode: Sendable, Equatable {
+        /// PLAIN: bytes go to the HTTP layer, watched for a HELLO.
         case plain
+        /// SESSION: inside the session with `nonce`; the HTTP stream travels in DATA frames.
         case session(nonce: UInt64)
+        /// HUNTING: after an integrity error, every byte is discarded until a valid HELLO.
         case hunting
     }
 
+    /// What the handler must do, in the order given.
     public enum Action: Sendable {
         /// Bytes of the current stream (plain or session) for the HTTP layer.
         case deliver(ByteBuffer)
@@ -22,6 +27,7 @@ public struct SessionResponderMachine: Sendable {
         case trace(SessionFrame, sent: Bool)
     }
 
+    /// Why the HTTP exchange in progress is abandoned.
     public enum Abandon: Sendable, Equatable {
         /// A HELLO started a new session.
         case restart
@@ -31,6 +37,7 @@ public struct SessionResponderMachine: Sendable {
         case integrity(String)
     }
 
+    /// The current state; ``Mode/plain`` at the start.
     public private(set) var mode = Mode.plain
     private var watch = HelloWatch()
     private var reader = SessionFrameReader()
@@ -39,6 +46,10 @@ public struct SessionResponderMachine: Sendable {
     private var peerMaxFrame = SessionFrame.maxFrameSize
     private let tracing: Bool
 
+    /// A machine in plain mode, at the start of a stream.
+    ///
+    /// - Parameter tracing: whether every frame sent or received is also returned as
+    ///   ``Action/trace(_:sent:)``; `false` by default.
     public init(tracing: Bool = false) {
         self.tracing = tracing
     }

@@ -22,7 +22,7 @@ public struct SessionInfo: Sendable, Hashable {
 /// Every stream it opens is a new session, so an abandoned response is never drained: the link
 /// gives the stream up (CLOSE tells the device to stop at once) and the next request's HELLO
 /// makes the device drop whatever it was still sending. The new session starts on the same
-/// open transport (``OpenedByteStream/renewal``): a restart after an abandoned response, an
+/// open transport (`OpenedByteStream.renewal`): a restart after an abandoned response, an
 /// integrity error or a timeout never reopens the device.
 public struct SessionTransport: ByteStreamTransport {
     /// The opener's settings.
@@ -37,12 +37,22 @@ public struct SessionTransport: ByteStreamTransport {
         /// Receives one line per frame sent (`>`) or received (`<`), for `-v`.
         public var tracer: (@Sendable (String) -> Void)?
 
+        /// The defaults: a 3 s handshake timeout, a PING after 5 s of silence, frames of up to
+        /// 16384 bytes, no tracer.
         public init() {}
     }
 
+    /// The byte stream transport the sessions run on.
     public let inner: any ByteStreamTransport
+    /// The opener's settings, with ``Configuration/maxFrameSize`` brought into 64 … 16384.
     public let configuration: Configuration
 
+    /// Puts the session layer on `inner`. Nothing is opened until ``open(on:configure:)``.
+    ///
+    /// - Parameters:
+    ///   - inner: the byte stream transport to the device (a serial line, USB, a unix socket…).
+    ///   - configuration: the opener's settings; those of ``Configuration/init()`` by default. A
+    ///     ``Configuration/maxFrameSize`` outside 64 … 16384 is brought to the nearest bound.
     public init(wrapping inner: any ByteStreamTransport, configuration: Configuration = .init()) {
         self.inner = inner
         var configuration = configuration

@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Both use a route whose transport is the same `ChildOnSocketPair` (a socketpair to a child's
 /// `serve --device stdio`) the native rows use, and a session data delegate, so the body
-/// streams (`docs/urlsession.md`, *Body delivery*). The memory row runs in a child process
+/// streams (AccessoryURLProtocol.docc/URLSessionOnLinux.md, *Body delivery*). The memory row runs in a child process
 /// (`urlsession-download`) so that the peak RSS it reports is its own.
 enum URLSessionBench {
     static let routeName = "bench"

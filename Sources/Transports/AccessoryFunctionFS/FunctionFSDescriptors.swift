@@ -2,14 +2,26 @@
 /// bound: one interface with a bulk IN endpoint (`ep1`) and a bulk OUT endpoint (`ep2`), for
 /// full, high and super speed. Pure byte encoding, tested without a kernel.
 public struct FunctionFSDescriptors: Sendable, Hashable {
-    /// The interface's class, subclass and protocol (by default 0xFF/0x48/0x01, which
-    /// `USBInterfaceClass.accessoryHTTP` and the udev rules match).
+    /// The interface's class code, `bInterfaceClass` (0xFF, vendor-specific, by default). With the
+    /// default subclass and protocol it makes 0xFF/0x48/0x01, which `USBInterfaceClass.accessoryHTTP`
+    /// (AccessoryUSB) and the udev rules match.
     public var interfaceClass: UInt8
+    /// The interface's subclass code, `bInterfaceSubClass` (0x48 by default).
     public var interfaceSubclass: UInt8
+    /// The interface's protocol code, `bInterfaceProtocol` (0x01 by default).
     public var interfaceProtocol: UInt8
     /// The interface string (US English), shown by `lsusb -v`.
     public var interfaceName: String
 
+    /// Descriptors for an interface with these codes and name; the defaults describe this
+    /// project's own interface, 0xFF/0x48/0x01 named `accessory-http`.
+    ///
+    /// - Parameters:
+    ///   - interfaceClass: `bInterfaceClass` (0xFF, vendor-specific, by default).
+    ///   - interfaceSubclass: `bInterfaceSubClass` (0x48 by default).
+    ///   - interfaceProtocol: `bInterfaceProtocol` (0x01 by default).
+    ///   - interfaceName: The interface string (`iInterface`, US English; NUL bytes are dropped
+    ///     when it is encoded), `accessory-http` by default.
     public init(
         interfaceClass: UInt8 = 0xFF,
         interfaceSubclass: UInt8 = 0x48,
@@ -84,7 +96,14 @@ public struct FunctionFSDescriptors: Sendable, Hashable {
 
 /// An event read from `ep0` (`struct usb_functionfs_event`, 12 bytes).
 public struct FunctionFSEvent: Sendable, Hashable {
+    /// The event's type (`enum usb_functionfs_event_type`, the byte at offset 8), with the
+    /// kernel's `FUNCTIONFS_*` values.
     public enum Kind: UInt8, Sendable {
+        /// The kernel's event types, in order: `bind` and `unbind` (the function was bound to or
+        /// unbound from a gadget on a UDC), `enable` and `disable` (the host selected a configuration
+        /// or alternate setting that includes the function, or deconfigured, reset or disconnected
+        /// it), `setup` (a control request for the function arrived, see ``FunctionFSEvent/requestType``),
+        /// `suspend` and `resume` (the bus was suspended or resumed).
         case bind = 0, unbind, enable, disable, setup, suspend, resume
     }
 

@@ -50,6 +50,8 @@ public final class FunctionFSTransport: ByteStreamTransport {
         /// Send a zero-length packet after a write that is a multiple of the packet size.
         public var zeroLengthPackets = true
 
+        /// The defaults: this project's own interface (the defaults of ``FunctionFSDescriptors``, 0xFF/0x48/0x01),
+        /// 64 KiB reads and writes with 4 of each in flight, and zero-length packets on.
         public init() {}
     }
 
@@ -110,10 +112,17 @@ public final class FunctionFSTransport: ByteStreamTransport {
 
     /// Where `functionfs` is mounted for this function, e.g. `/dev/ffs-accessory`.
     public let directory: String
+    /// The function's settings; the descriptors are written to `ep0` once, on the first open.
     public let configuration: Configuration
     let state = TrackedMutex(State())
     let logger = Logger(label: "accessory-http.functionfs")
 
+    /// A transport for the function mounted at `directory`; nothing is opened until the first
+    /// ``open(on:configure:)``.
+    ///
+    /// - Parameters:
+    ///   - directory: Where `functionfs` is mounted for this function, e.g. `/dev/ffs-accessory`.
+    ///   - configuration: The function's settings (``Configuration/init()``'s defaults if omitted).
     public init(directory: String, configuration: Configuration = .init()) {
         self.directory = directory
         self.configuration = configuration

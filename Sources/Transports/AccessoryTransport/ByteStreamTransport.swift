@@ -10,8 +10,10 @@ import Synchronization
 public protocol ByteStreamTransport: Sendable, CustomStringConvertible {
     /// Opens a fresh byte stream pair as a NIO channel on `eventLoop`.
     ///
-    /// - Parameter configure: installs the protocol handlers; it runs on the channel's event loop
-    ///   before the channel becomes active, so no byte is read before the pipeline is complete.
+    /// - Parameters:
+    ///   - eventLoop: the event loop the channel is registered on.
+    ///   - configure: installs the protocol handlers; it runs on the channel's event loop
+    ///     before the channel becomes active, so no byte is read before the pipeline is complete.
     /// - Throws: ``TransportError`` with a message that names the device and the fix.
     func open(
         on eventLoop: any EventLoop,
@@ -87,14 +89,18 @@ final class BuiltOutput<Output: Sendable>: Sendable {
 /// A byte stream pair that is open: the channel that carries it, and what the transport can
 /// add to an error message when it fails (a child's exit status and stderr, for instance).
 public struct OpenedByteStream: Sendable {
+    /// The NIO channel that carries the stream; closing it ends the stream.
     public let channel: any Channel
     private let diagnosticsProvider: @Sendable () async -> String?
     private let releasedProvider: (@Sendable () async -> Void)?
-    /// Starts a new stream on the same open transport (see ``renew(configure:)``); `nil` when
+    /// Starts a new stream on the same open transport (see ``renew(building:)``); `nil` when
     /// the transport cannot.
     public let renewal: StreamRenewal?
 
+    /// A stream open on `channel`.
+    ///
     /// - Parameters:
+    ///   - channel: the channel that carries the stream.
     ///   - diagnostics: what the transport can add to an error message after a failure.
     ///   - released: waits until everything the stream held is given back after the channel
     ///     closed (a child reaped, a tty's settings restored and its lock released). `nil`:

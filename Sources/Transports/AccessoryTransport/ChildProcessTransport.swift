@@ -27,9 +27,13 @@ public struct ChildProcessTransport: ByteStreamTransport {
     /// Whether every run of the command is an independent stream (see ``DeviceSpec/exec(command:independentStreams:)``).
     public let opensIndependentStreams: Bool
 
-    /// - Parameter opensIndependentStreams: every run of `command` is its own stream, not a
-    ///   door to a line another run may still be talking on; then an abandoned response ends
-    ///   the run instead of being drained. Off by default.
+    /// A transport that runs `command` with `/bin/sh -c` on every open.
+    ///
+    /// - Parameters:
+    ///   - command: the shell command line.
+    ///   - opensIndependentStreams: every run of `command` is its own stream, not a
+    ///     door to a line another run may still be talking on; then an abandoned response ends
+    ///     the run instead of being drained. Off by default.
     public init(command: String, opensIndependentStreams: Bool = false) {
         self.init(command: command, shell: "/bin/sh", opensIndependentStreams: opensIndependentStreams)
     }

@@ -43,6 +43,11 @@ public struct DeviceSpec: Sendable, Hashable, CustomStringConvertible {
     /// What the link speaks on it: `session=` and `http=` (docs/framing.md).
     public var link: LinkOptions
 
+    /// A spec for the device `kind` names.
+    ///
+    /// - Parameters:
+    ///   - kind: Which device, and how to reach it.
+    ///   - link: What the link speaks on it; plain HTTP/1.1 without the session layer by default.
     public init(_ kind: Kind, link: LinkOptions = LinkOptions()) {
         self.kind = kind
         self.link = link
@@ -170,13 +175,22 @@ public struct LinkOptions: Sendable, Hashable {
 
     /// `http=`: the HTTP version on the link.
     public enum HTTPVersion: String, Sendable, Hashable, CaseIterable {
+        /// `http=1.1`: HTTP/1.1, one exchange at a time (the default).
         case http1_1 = "1.1"
+        /// `http=2`: HTTP/2 with prior knowledge (RFC 9113), several exchanges at once on one link.
         case http2 = "2"
     }
 
+    /// `session=`: whether the session layer runs under HTTP; ``LinkOptions/Session/off`` unless set.
     public var session: Session
+    /// `http=`: the HTTP version on the link; ``LinkOptions/HTTPVersion/http1_1`` unless set.
     public var http: HTTPVersion
 
+    /// Link options; the defaults are what a spec without `session=` and `http=` means.
+    ///
+    /// - Parameters:
+    ///   - session: The session layer under HTTP; ``LinkOptions/Session/off`` by default.
+    ///   - http: The HTTP version on the link; ``LinkOptions/HTTPVersion/http1_1`` by default.
     public init(session: Session = .off, http: HTTPVersion = .http1_1) {
         self.session = session
         self.http = http

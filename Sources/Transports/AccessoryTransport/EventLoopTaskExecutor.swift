@@ -15,10 +15,14 @@ public final class EventLoopTaskExecutor: TaskExecutor {
     /// The event loop whose thread runs the jobs.
     public let eventLoop: any EventLoop
 
+    /// An executor that runs jobs on `eventLoop`'s thread.
+    ///
+    /// - Parameter eventLoop: The event loop whose thread runs the jobs.
     public init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
     }
 
+    /// Schedules `job` to run on the event loop's thread (with `EventLoop.execute`).
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         self.eventLoop.execute {

@@ -15,6 +15,16 @@ public struct SerialSettings: Sendable, Hashable, CustomStringConvertible {
     /// Hardware flow control.
     public var flowControl: FlowControl
 
+    /// Settings for a serial line; the defaults are 115200 baud, 8N1, no flow control.
+    ///
+    /// - Parameters:
+    ///   - baudRate: Bits per second; ``defaultBaudRate`` (115200) by default. Not checked here:
+    ///     opening the line throws ``TransportError/Code/unsupportedSetting`` for a rate the system
+    ///     has no constant for.
+    ///   - dataBits: Bits per character; ``DataBits/eight`` by default.
+    ///   - parity: The parity bit added to each character; ``Parity/none`` by default.
+    ///   - stopBits: Stop bits after each character; ``StopBits/one`` by default.
+    ///   - flowControl: Hardware flow control; ``FlowControl/none`` by default.
     public init(
         baudRate: Int = SerialSettings.defaultBaudRate,
         dataBits: DataBits = .eight,
@@ -50,16 +60,20 @@ public struct SerialSettings: Sendable, Hashable, CustomStringConvertible {
 
     /// Bits per character (`CS5` … `CS8`).
     public enum DataBits: Int, Sendable, Hashable, CaseIterable {
+        /// 5, 6, 7 or 8 data bits per character, as the case's name says (`CS5` … `CS8`).
         case five = 5, six = 6, seven = 7, eight = 8
     }
 
     /// Parity (`PARENB`, `PARODD`).
     public enum Parity: String, Sendable, Hashable, CaseIterable {
+        /// `none`: no parity bit; `even` or `odd`: a parity bit that makes the number of 1 bits in the
+        /// character and its parity bit even or odd.
         case none, even, odd
     }
 
     /// Stop bits (`CSTOPB` for two).
     public enum StopBits: Int, Sendable, Hashable, CaseIterable {
+        /// One or two stop bits after each character, as the case's name says.
         case one = 1, two = 2
     }
 

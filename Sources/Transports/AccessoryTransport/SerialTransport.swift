@@ -23,6 +23,12 @@ public struct SerialTransport: ByteStreamTransport {
     /// The longest `open` waits for this transport's previous port to be released.
     static let releaseWait: Duration = .seconds(3)
 
+    /// A transport for the tty at `path`. Nothing is opened or checked until `open`.
+    ///
+    /// - Parameters:
+    ///   - path: The tty's path, such as `/dev/ttyACM0`.
+    ///   - settings: The line settings applied on every open; 115200 baud, 8N1, no flow control by
+    ///     default.
     public init(path: String, settings: SerialSettings = SerialSettings()) {
         self.path = path
         self.settings = settings

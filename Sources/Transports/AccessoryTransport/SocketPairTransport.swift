@@ -23,6 +23,14 @@ public struct SocketPairTransport: ByteStreamTransport {
     /// single wire that must be drained, as a scripted device does.
     public let opensIndependentStreams: Bool
 
+    /// A transport that hands the far end of every new socketpair to `peer`.
+    ///
+    /// - Parameters:
+    ///   - name: What ``description`` prints, in messages and logs; `"socketpair"` by default.
+    ///   - opensIndependentStreams: Whether each open's far end is served on its own; `true` by
+    ///     default. Pass `false` when `peer` plays a single wire that must be drained.
+    ///   - peer: Called by each `open`, before it returns, with the far end's descriptor, which it
+    ///     then owns and must close.
     public init(name: String = "socketpair", opensIndependentStreams: Bool = true, peer: @escaping Peer) {
         self.name = name
         self.opensIndependentStreams = opensIndependentStreams

@@ -19,6 +19,7 @@ public struct StdioTransport: ByteStreamTransport {
     let input: FileDescriptor
     let output: FileDescriptor
 
+    /// This process's standard input and output (descriptors 0 and 1), with ``allowsHalfClose`` off.
     public init() {
         self.init(input: .standardInput, output: .standardOutput)
     }

@@ -18,6 +18,7 @@ public typealias StreamRenewal =
 /// layer fails the promise (the channel's head does not know the event); the sender then closes
 /// the channel, as it would have without the event.
 public struct ByteStreamEndRequest: Sendable, Hashable {
+    /// The event; it carries nothing.
     public init() {}
 }
 

@@ -36,6 +36,12 @@ public struct TransportError: AccessoryError, Hashable {
     /// The error that caused this one, if any.
     public let underlying: (any Error)?
 
+    /// An error with the given code and message.
+    ///
+    /// - Parameters:
+    ///   - code: What went wrong, for programs.
+    ///   - message: What went wrong and what to do about it, for people.
+    ///   - underlying: The error that caused this one, if any; `nil` by default.
     public init(_ code: Code, _ message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message

@@ -1,8 +1,9 @@
 /// Which USB accessory to open: vendor and product ID, optionally narrowed to one serial
 /// number, one physical port, and one interface.
 ///
-/// Reserved for the USB transport: device specs that name one parse and validate today, but
-/// opening them throws ``TransportError/Code/unsupported``.
+/// Opened by `USBTransport` in AccessoryUSB (libusb); ``DeviceSpec/makeTransport()`` in this
+/// module throws ``TransportError/Code/unsupported`` for it, since AccessoryTransport does not link
+/// libusb.
 public struct USBDeviceSelector: Sendable, Hashable, CustomStringConvertible {
     /// The USB vendor ID (`idVendor`).
     public var vendorID: UInt16
@@ -17,6 +18,16 @@ public struct USBDeviceSelector: Sendable, Hashable, CustomStringConvertible {
     /// first interface with a bulk IN and a bulk OUT endpoint.
     public var interfaceNumber: Int?
 
+    /// A selector for the device with these IDs, narrowed by the optional criteria.
+    ///
+    /// - Parameters:
+    ///   - vendorID: The USB vendor ID (`idVendor`).
+    ///   - productID: The USB product ID (`idProduct`).
+    ///   - serialNumber: The device's serial number string; `nil` (the default) matches any.
+    ///   - portPath: The sysfs port path, `BUS-PORT[.PORT…]` such as `1-2.3`; `nil` (the default)
+    ///     matches any. Not checked here.
+    ///   - interfaceNumber: The interface that carries the bulk endpoints; `nil` (the default) picks
+    ///     the first interface with a bulk IN and a bulk OUT endpoint.
     public init(
         vendorID: UInt16,
         productID: UInt16,

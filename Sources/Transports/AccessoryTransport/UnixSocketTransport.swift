@@ -10,6 +10,12 @@ public struct UnixSocketTransport: ByteStreamTransport {
     /// How long `open` waits for the server to accept the connection.
     public let connectTimeout: Duration
 
+    /// A transport that connects to the socket at `path`. Nothing is checked until `open`.
+    ///
+    /// - Parameters:
+    ///   - path: The socket's path; a relative path is resolved against the working directory.
+    ///   - connectTimeout: How long `open` waits for the server to accept the connection; 5 seconds
+    ///     by default.
     public init(path: String, connectTimeout: Duration = .seconds(5)) {
         self.path = path
         self.connectTimeout = connectTimeout

@@ -57,9 +57,9 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
     /// Switches the phone into accessory mode if needed and opens its accessory interface's
     /// bulk pair.
     ///
-    /// - Throws: ``TransportError`` with ``TransportError/Code/accessoryModeUnsupported`` for a
-    ///   device that refuses GET_PROTOCOL, ``TransportError/Code/openTimedOut`` for one that does
-    ///   not come back in accessory mode, or what ``USBTransport`` throws.
+    /// - Throws: `TransportError` (AccessoryTransport) with code `accessoryModeUnsupported` for a
+    ///   device that refuses GET_PROTOCOL, `openTimedOut` for one that does not come back in
+    ///   accessory mode within ``Configuration/switchTimeout``, or what ``USBTransport`` throws.
     public func open(
         on eventLoop: any EventLoop,
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
@@ -218,7 +218,7 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
         }
         throw TransportError(
             .openTimedOut,
-            "USB device \(id) on port \(portPath) accepted the switch into accessory mode but did not come back as 18d1:2d00/2d01 within \(self.configuration.switchTimeout) (unlock the phone and try again; some phones need the USB mode set to file transfer)"
+            "USB device \(id) on port \(portPath) accepted the switch into accessory mode but did not come back in accessory mode (18d1:2d00, 2d01, 2d04 or 2d05) within \(self.configuration.switchTimeout) (unlock the phone and try again; some phones need the USB mode set to file transfer)"
         )
     }
 }

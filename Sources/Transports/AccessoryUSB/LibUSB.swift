@@ -14,15 +14,28 @@ public struct LibUSBError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The negative `libusb_error` value.
     public let rawValue: Int32
 
+    /// The error for a libusb return value.
+    ///
+    /// - Parameter rawValue: The negative `libusb_error` value a libusb call returned.
     public init(rawValue: Int32) { self.rawValue = rawValue }
 
+    /// `LIBUSB_ERROR_IO`: an input/output error.
     public static let io = LibUSBError(rawValue: LIBUSB_ERROR_IO.rawValue)
+    /// `LIBUSB_ERROR_ACCESS`: access denied, e.g. no permission to open the device node.
     public static let access = LibUSBError(rawValue: LIBUSB_ERROR_ACCESS.rawValue)
+    /// `LIBUSB_ERROR_NO_DEVICE`: no such device; it may have been disconnected.
     public static let noDevice = LibUSBError(rawValue: LIBUSB_ERROR_NO_DEVICE.rawValue)
+    /// `LIBUSB_ERROR_NOT_FOUND`: the requested entity (interface, endpoint, or a device that
+    /// re-enumerated) was not found.
     public static let notFound = LibUSBError(rawValue: LIBUSB_ERROR_NOT_FOUND.rawValue)
+    /// `LIBUSB_ERROR_BUSY`: the resource is busy, e.g. another program has claimed the interface.
     public static let busy = LibUSBError(rawValue: LIBUSB_ERROR_BUSY.rawValue)
+    /// `LIBUSB_ERROR_TIMEOUT`: the operation timed out.
     public static let timeout = LibUSBError(rawValue: LIBUSB_ERROR_TIMEOUT.rawValue)
+    /// `LIBUSB_ERROR_PIPE`: a pipe error; the endpoint stalled (is halted) or the device refused
+    /// a control request.
     public static let pipe = LibUSBError(rawValue: LIBUSB_ERROR_PIPE.rawValue)
+    /// `LIBUSB_ERROR_NOT_SUPPORTED`: the operation is not supported on this platform or device.
     public static let notSupported = LibUSBError(rawValue: LIBUSB_ERROR_NOT_SUPPORTED.rawValue)
 
     /// `LIBUSB_ERROR_ACCESS` and so on.

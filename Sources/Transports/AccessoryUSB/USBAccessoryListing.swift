@@ -9,10 +9,17 @@ import CLibUSB
 
 /// One attached USB device as `accessory-http list` shows it.
 public struct USBAccessoryInfo: Sendable, Hashable {
+    /// The USB vendor ID (`idVendor`).
     public var vendorID: UInt16
+    /// The USB product ID (`idProduct`).
     public var productID: UInt16
+    /// The serial number, from sysfs or else (when the device node is accessible) the device's
+    /// `iSerialNumber` string descriptor; `nil` when neither gives one.
     public var serialNumber: String?
+    /// The sysfs port path, `BUS-PORT[.PORT…]` such as `1-2.3`; stable across replugs into the
+    /// same socket.
     public var portPath: String
+    /// The usbfs device node, `/dev/bus/usb/BBB/DDD` (bus number and device address).
     public var deviceNode: String
     /// The interfaces that can carry an HTTP link.
     public var interfaces: [USBLinkInterface]
@@ -34,6 +41,16 @@ public struct USBAccessoryInfo: Sendable, Hashable {
         case switchable(protocolVersion: Int)
     }
 
+    /// A device as found; ``speed`` and ``android`` start `nil` and ``interfacesInUse`` empty.
+    ///
+    /// - Parameters:
+    ///   - vendorID: The USB vendor ID (`idVendor`).
+    ///   - productID: The USB product ID (`idProduct`).
+    ///   - serialNumber: The serial number, or `nil` if unknown.
+    ///   - portPath: The sysfs port path, `BUS-PORT[.PORT…]` such as `1-2.3`.
+    ///   - deviceNode: The usbfs device node, `/dev/bus/usb/BBB/DDD`.
+    ///   - interfaces: The interfaces that can carry an HTTP link.
+    ///   - accessible: Whether this process may open the device node for reading and writing.
     public init(
         vendorID: UInt16,
         productID: UInt16,

@@ -7,6 +7,13 @@ public struct USBEndpointDescription: Sendable, Hashable {
     /// `wMaxPacketSize` (bits 0–10 are the size; high-bandwidth bits are ignored).
     public var maxPacketSize: Int
 
+    /// An endpoint with these descriptor fields.
+    ///
+    /// - Parameters:
+    ///   - address: `bEndpointAddress`: the endpoint number in bits 0–3, with bit 7 set for IN.
+    ///   - attributes: `bmAttributes`: the transfer type in bits 0–1 (0 control, 1 isochronous,
+    ///     2 bulk, 3 interrupt).
+    ///   - maxPacketSize: The largest packet in bytes (bits 0–10 of `wMaxPacketSize`).
     public init(address: UInt8, attributes: UInt8, maxPacketSize: Int) {
         self.address = address
         self.attributes = attributes
@@ -21,12 +28,19 @@ public struct USBEndpointDescription: Sendable, Hashable {
 
 /// A class, subclass and protocol triple, as interface descriptors carry it.
 public struct USBInterfaceClass: Sendable, Hashable, CustomStringConvertible {
+    /// The class code (`bInterfaceClass`), e.g. 0xFF for vendor-specific.
     public var classCode: UInt8
-    /// `nil` matches any subclass.
+    /// The subclass code (`bInterfaceSubClass`); `nil` matches any subclass.
     public var subclass: UInt8?
-    /// `nil` matches any protocol.
+    /// The protocol code (`bInterfaceProtocol`); `nil` matches any protocol.
     public var protocolCode: UInt8?
 
+    /// A class triple, or a pattern when the subclass or protocol is left out.
+    ///
+    /// - Parameters:
+    ///   - classCode: The class code (`bInterfaceClass`).
+    ///   - subclass: The subclass code (`bInterfaceSubClass`); `nil` (the default) matches any.
+    ///   - protocolCode: The protocol code (`bInterfaceProtocol`); `nil` (the default) matches any.
     public init(classCode: UInt8, subclass: UInt8? = nil, protocolCode: UInt8? = nil) {
         self.classCode = classCode
         self.subclass = subclass
@@ -73,13 +87,28 @@ public struct USBInterfaceClass: Sendable, Hashable, CustomStringConvertible {
 
 /// One alternate setting of one interface, as the active configuration describes it.
 public struct USBInterfaceDescription: Sendable, Hashable {
+    /// The interface's number in the configuration (`bInterfaceNumber`).
     public var interfaceNumber: Int
+    /// Which alternate setting of the interface this is (`bAlternateSetting`; 0 is the default).
     public var alternateSetting: Int
+    /// The class code (`bInterfaceClass`), e.g. 0xFF for vendor-specific.
     public var classCode: UInt8
+    /// The subclass code (`bInterfaceSubClass`), whose meaning depends on the class.
     public var subclass: UInt8
+    /// The protocol code (`bInterfaceProtocol`), whose meaning depends on class and subclass.
     public var protocolCode: UInt8
+    /// The setting's endpoints in descriptor order (endpoint 0 is not among them).
     public var endpoints: [USBEndpointDescription]
 
+    /// A setting with these descriptor fields.
+    ///
+    /// - Parameters:
+    ///   - interfaceNumber: The interface's number (`bInterfaceNumber`).
+    ///   - alternateSetting: The alternate setting's number (`bAlternateSetting`).
+    ///   - classCode: The class code (`bInterfaceClass`).
+    ///   - subclass: The subclass code (`bInterfaceSubClass`).
+    ///   - protocolCode: The protocol code (`bInterfaceProtocol`).
+    ///   - endpoints: The setting's endpoints, in descriptor order.
     public init(
         interfaceNumber: Int,
         alternateSetting: Int,
@@ -107,13 +136,19 @@ public struct USBInterfaceDescription: Sendable, Hashable {
 
 /// An interface that can carry an HTTP/1.1 link: the setting to select and its bulk pair.
 public struct USBLinkInterface: Sendable, Hashable, CustomStringConvertible {
+    /// The interface to claim (`bInterfaceNumber`).
     public var interfaceNumber: Int
+    /// The alternate setting to select (`bAlternateSetting`).
     public var alternateSetting: Int
+    /// The setting's class, subclass and protocol (never a wildcard).
     public var interfaceClass: USBInterfaceClass
+    /// The bulk IN endpoint, which carries bytes from the device to the host.
     public var input: USBEndpointDescription
+    /// The bulk OUT endpoint, which carries bytes from the host to the device.
     public var output: USBEndpointDescription
 
-    /// `interface 0 (alt 0, ff/48/01, IN 0x81 OUT 0x02, 512 B packets)`.
+    /// `interface 0 (alt 0, ff/48/01, IN 0x81 OUT 0x2, 512 B packets)`; the packet size is the
+    /// OUT endpoint's.
     public var description: String {
         "interface \(self.interfaceNumber) (alt \(self.alternateSetting), \(self.interfaceClass), IN 0x\(String(self.input.address, radix: 16)) OUT 0x\(String(self.output.address, radix: 16)), \(self.output.maxPacketSize) B packets)"
     }
@@ -129,6 +164,12 @@ public struct USBInterfaceCriteria: Sendable, Hashable {
     /// The project's own interface, any vendor-specific one, and IPP over USB.
     public static let defaultClasses: [USBInterfaceClass] = [.accessoryHTTP, .anyVendorSpecific, .ippOverUSB]
 
+    /// Criteria that take one interface by number, or every interface of the given classes.
+    ///
+    /// - Parameters:
+    ///   - interfaceNumber: Only this interface, whatever its class; `nil` (the default) matches
+    ///     by class.
+    ///   - classes: The classes that qualify when no number is given; ``defaultClasses`` by default.
     public init(interfaceNumber: Int? = nil, classes: [USBInterfaceClass] = Self.defaultClasses) {
         self.interfaceNumber = interfaceNumber
         self.classes = classes

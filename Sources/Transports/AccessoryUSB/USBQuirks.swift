@@ -37,6 +37,7 @@ public struct USBQuirks: Sendable, Hashable {
     /// (`init-delay`, written in seconds, with millisecond precision).
     public var initDelay: Duration?
 
+    /// No quirks: every setting is `nil`, so the transport's own defaults apply.
     public init() {}
 
     /// The keys a `[usb VID:PID]` section accepts.
@@ -126,6 +127,9 @@ public struct USBQuirkError: AccessoryError, Hashable {
     public var code: Code { .invalidQuirk }
     public let message: String
     public var underlying: (any Error)? { nil }
+    /// An error with this message.
+    ///
+    /// - Parameter message: What is wrong with the line, for people.
     public init(_ message: String) { self.message = message }
 }
 

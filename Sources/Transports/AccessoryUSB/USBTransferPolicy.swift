@@ -14,6 +14,16 @@ public struct USBTransferPolicy: Sendable, Hashable {
     /// How long one OUT transfer may take before the link fails, in milliseconds (0: forever).
     public var writeTimeoutMilliseconds: UInt32
 
+    /// A policy; the defaults are 16 KiB transfers, 3 in flight each way, zero-length packets on
+    /// and a 30 s write timeout.
+    ///
+    /// - Parameters:
+    ///   - maxTransferSize: The largest transfer in bytes (16384 by default).
+    ///   - transfersInFlight: Transfers kept in flight in each direction (3 by default).
+    ///   - zeroLengthPackets: Whether a write that fills whole packets is followed by a zero-length
+    ///     packet (`true` by default).
+    ///   - writeTimeoutMilliseconds: How long one OUT transfer may take, in milliseconds; 0 waits
+    ///     forever (30000 by default).
     public init(
         maxTransferSize: Int = 16 * 1024,
         transfersInFlight: Int = 3,

@@ -46,6 +46,8 @@ public struct USBTransport: ByteStreamTransport {
         /// Android accessory transport says that the phone may lack the app).
         var silentDeviceHint: String?
 
+        /// The defaults: ``USBInterfaceCriteria/defaultClasses``, ``USBTransferPolicy``'s defaults,
+        /// no delays, no reset, and at most 32 interfaces.
         public init() {}
 
         /// Applies per-device quirks.
@@ -59,9 +61,19 @@ public struct USBTransport: ByteStreamTransport {
         }
     }
 
+    /// Which device to open (VID:PID, optionally serial number, port path and interface).
     public let selector: USBDeviceSelector
+    /// How the device is found and driven.
     public let configuration: Configuration
 
+    /// A transport for the device `selector` names; nothing is opened until
+    /// ``open(on:configure:)``.
+    ///
+    /// - Parameters:
+    ///   - selector: The device's VID:PID, optionally narrowed to a serial number, a port path and
+    ///     an interface (`USBDeviceSelector`, AccessoryTransport).
+    ///   - configuration: Interface classes, transfers, delays and reset (``Configuration/init()``'s
+    ///     defaults if omitted).
     public init(selector: USBDeviceSelector, configuration: Configuration = .init()) {
         self.selector = selector
         self.configuration = configuration
