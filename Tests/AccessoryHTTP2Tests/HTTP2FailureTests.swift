@@ -1,14 +1,16 @@
 import AccessoryClient
 import AccessoryHTTP1
 import AccessoryResponder
+import AccessoryTestSupport
 import AccessoryTransport
 import NIOCore
 import NIOPosix
 import Testing
 
 /// A stream that fails while its body is read reaches the caller as the client's own error
-/// (it reached callers as a raw swift-nio-http2 error), and the link answers the next request.
-@Suite("HTTP/2 failures mid-body", .timeLimit(.minutes(1)))
+/// (it reached callers as a raw swift-nio-http2 error), a stream the device leaves silent ends
+/// at the idle bound, and the link answers the next request.
+@Suite("HTTP/2 failures of one stream", .timeLimit(.minutes(1)))
 struct HTTP2FailureTests {
     struct BrokenBody: Error {}
 
@@ -46,6 +48,67 @@ struct HTTP2FailureTests {
             }
             let (head, body) = try await client.get("/fine")
             #expect(head.status == .ok && String(buffer: body) == "fine", "attempt \(attempt)")
+        }
+        #expect(client.http2?.openCount == 1)
+        await client.shutdown()
+    }
+
+    /// A device that never answers a stream, or stops in the middle of its body, no longer holds
+    /// the caller forever on HTTP/2 (the link's `idleTimeout` applied to HTTP/1.1 only): the call
+    /// ends with `timed-out` after the idle bound, the stream is reset, and the connection
+    /// answers the next request at once.
+    @Test func aSilentStreamEndsAfterTheIdleTimeoutAndTheNextIsAnswered() async throws {
+        let responder = HTTPResponder { request in
+            switch request.head.path {
+            case "/silent":
+                try await Task.sleep(for: .seconds(20))
+                return ResponderResponse(status: .ok)
+            case "/stall":
+                return ResponderResponse(
+                    status: .ok,
+                    body: .stream(length: 10_000) { writer in
+                        try await writer.write(ByteBuffer(repeating: 0x42, count: 1000))
+                        try await Task.sleep(for: .seconds(20))
+                    }
+                )
+            default:
+                return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
+            }
+        }
+        let group = MultiThreadedEventLoopGroup.singleton
+        let transport = SocketPairTransport(name: "silent responder") { descriptor in
+            let eventLoop = group.next()
+            Task { try? await responder.serve(descriptor: descriptor, on: eventLoop) }
+        }
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = .http2
+        configuration.link.idleTimeout = .milliseconds(300)
+        let client = AccessoryClient(transport: transport, configuration: configuration)
+        let clock = ContinuousClock()
+        for attempt in 1...16 {
+            for path in ["/silent", "/stall"] {
+                let started = clock.now
+                do {
+                    _ = try await client.get(path)
+                    Issue.record("attempt \(attempt): \(path) was answered as a success")
+                } catch {
+                    #expect(error.code == .timedOut, "attempt \(attempt), \(path): \(error)")
+                    #expect(
+                        (error.underlying as? HTTPLinkError)?.code == .idleTimeout,
+                        "attempt \(attempt), \(path): \(String(reflecting: error.underlying))"
+                    )
+                }
+                let waited = clock.now - started
+                #expect(waited >= .milliseconds(300), "attempt \(attempt), \(path): ended after \(waited)")
+                #expect(
+                    waited < TimeBounds.scaled(.seconds(2)),
+                    "attempt \(attempt), \(path): ended after \(waited)"
+                )
+                let next = clock.now
+                let (head, body) = try await client.get("/fine")
+                #expect(head.status == .ok && String(buffer: body) == "fine", "attempt \(attempt)")
+                #expect(clock.now - next < TimeBounds.scaled(.seconds(1)), "attempt \(attempt): the next took long")
+            }
         }
         #expect(client.http2?.openCount == 1)
         await client.shutdown()

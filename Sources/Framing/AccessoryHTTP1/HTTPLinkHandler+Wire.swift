@@ -87,28 +87,7 @@ extension HTTPLinkHandler {
                 return HTTPLinkError(.malformedResponse, "the device sent \(problem)", underlying: error)
             }
         }
-        if let inflation = error as? NIOHTTPDecompression.DecompressionError {
-            if inflation == .limit {
-                return HTTPLinkError(
-                    .responseTooLarge,
-                    "the device's compressed body inflates more than the configured ratio "
-                        + "(LinkConfiguration.maxDecompressionRatio): refused as a decompression bomb",
-                    underlying: error
-                )
-            }
-            return HTTPLinkError(
-                .malformedResponse,
-                "the device's compressed body (Content-Encoding) could not be decoded (\(inflation))",
-                underlying: error
-            )
-        }
-        if error is NIOHTTPDecompression.ExtraDecompressionError {
-            return HTTPLinkError(
-                .malformedResponse,
-                "the device's compressed body (Content-Encoding) is truncated or has bytes after its end",
-                underlying: error
-            )
-        }
+        if let decoding = HTTPLinkError.decompressionFailure(error) { return decoding }
         if error is ByteToMessageDecoderError {
             return HTTPLinkError(.malformedResponse, "the device sent a malformed HTTP response", underlying: error)
         }

@@ -12,6 +12,7 @@ public struct HTTPLimits: Sendable, Hashable {
     /// Most header fields accepted in one response.
     public var maxHeaderCount: Int = 100
 
+    /// The default limits: an 8 KiB status line, a 64 KiB header block, 100 header fields.
     public init() {}
 }
 
@@ -24,7 +25,8 @@ public struct LinkConfiguration: Sendable {
     public var limits = HTTPLimits()
     /// How long opening the byte stream pair may take.
     public var openTimeout: Duration = .seconds(10)
-    /// How long the device may stay silent while a response (or more of its body) is due.
+    /// How long the device may stay silent while a response (or more of its body) is due. On an
+    /// HTTP/2 link it bounds each stream's silence while its exchange waits; the stream is reset.
     public var idleTimeout: Duration = .seconds(30)
     /// How many body bytes of an abandoned response are read and discarded to keep the link
     /// in step. Past this bound the link is torn down and reopened instead.
@@ -61,5 +63,7 @@ public struct LinkConfiguration: Sendable {
     /// accept nothing else (the USB `title-case-headers` quirk). Off: names go out as given.
     public var titleCaseHeaderNames = false
 
+    /// The defaults: `Host: accessory`, a 10 s open and a 30 s idle timeout, a 4 MiB and 5 s drain
+    /// bound, a 1 MiB response buffer, HTTP/1.1, no decompression, no tracer.
     public init() {}
 }

@@ -2,8 +2,11 @@ import AccessoryHTTP1
 import AccessoryTransport
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 import NIOHTTP2
+import NIOHTTPCompression
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import NIOHTTPTypesHTTP2
 import Synchronization
 
@@ -15,8 +18,14 @@ import Synchronization
 /// The connection opens on the first request and again after it closed; HPACK keeps repeated
 /// request heads to a few bytes, which counts on a slow serial line.
 public final class HTTP2Link: Sendable {
+    /// The byte stream transport the connection is opened on.
     public let transport: any ByteStreamTransport
+    /// The link's settings (`LinkConfiguration`, module AccessoryHTTP1). HTTP/2 uses `host`,
+    /// `openTimeout`, `idleTimeout` (per stream, while its exchange waits for the device),
+    /// `decompressResponses` and `maxDecompressionRatio`, `limits.maxHeaderBlockSize` (as
+    /// SETTINGS_MAX_HEADER_LIST_SIZE) and `tracer`.
     public let configuration: LinkConfiguration
+    /// The event loop the connection's channel runs on.
     public let eventLoop: any EventLoop
 
     private let connection = TrackedMutex<ConnectionState>(.idle)
@@ -35,9 +44,15 @@ public final class HTTP2Link: Sendable {
         let multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>
     }
 
-    /// Runs async code on the connection's event loop (see ``execute(_:body:deadline:handleIsLinkWork:_:)``).
+    /// Runs async code on the connection's event loop (see `execute(_:body:deadline:handleIsLinkWork:_:)`).
     public let taskExecutor: EventLoopTaskExecutor
 
+    /// A link that is not connected yet: the first request opens the connection.
+    ///
+    /// - Parameters:
+    ///   - transport: the byte stream pair to the accessory.
+    ///   - configuration: the link's settings (see ``configuration``).
+    ///   - eventLoop: the event loop the connection's channel and ``taskExecutor`` run on.
     public init(transport: any ByteStreamTransport, configuration: LinkConfiguration, eventLoop: any EventLoop) {
         self.transport = transport
         self.configuration = configuration
@@ -79,7 +94,7 @@ public final class HTTP2Link: Sendable {
     /// Sends `request` on a new stream and hands the response to `handle`. When `handle` returns
     /// the stream is closed; a response not read to its end is reset (RST_STREAM), at once.
     ///
-    /// - Throws: what `handle` throws; ``HTTPLinkError`` for everything else (`exchange-timeout`
+    /// - Throws: what `handle` throws; `HTTPLinkError` for everything else (`exchange-timeout`
     ///   when `deadline` passes, `cancelled`, `link-closed`, `transport-failed`…).
     public func execute<Result: Sendable>(
         _ request: HTTPRequest,
@@ -112,7 +127,7 @@ public final class HTTP2Link: Sendable {
         body: HTTPRequestBody,
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
-        let stream = try await self.openStream()
+        let stream = try await self.openStream(isHeadRequest: request.method == .head)
         let head = HTTP2RequestHead.make(request, body: body, configuration: self.configuration)
         defer { stream.close() }
         do {
@@ -176,18 +191,38 @@ public final class HTTP2Link: Sendable {
     /// returning flow-control credit to the device) until the exchange takes them.
     static let responseHighWatermark = 256 << 10
 
-    private func openStream() async throws -> HTTP2StreamExchange {
+    /// A new stream of the connection (opened first if there is none), with its pipeline: the
+    /// HTTP/2 payloads converted to response parts, and when the link decodes compressed
+    /// responses, NIO's decompressor in between (it speaks HTTP/1 parts, so the stream converts
+    /// to them and back; only then).
+    private func openStream(isHeadRequest: Bool) async throws -> HTTP2StreamExchange {
+        let configuration = self.configuration
         for attempt in 0..<2 {
             let connection = try await self.connect()
             do {
                 return try await connection.multiplexer.openStream { stream in
                     stream.eventLoop.makeCompletedFuture {
-                        let handler = ResponseStreamHandler(highWatermark: Self.responseHighWatermark)
-                        try stream.pipeline.syncOperations.addHandlers(
-                            EndStreamCoalescer(),
-                            HTTP2FramePayloadToHTTPClientCodec(),
-                            handler
+                        let handler = ResponseStreamHandler(
+                            highWatermark: Self.responseHighWatermark,
+                            idleTimeout: configuration.idleTimeout
                         )
+                        let pipeline = stream.pipeline.syncOperations
+                        if configuration.decompressResponses {
+                            try pipeline.addHandlers(
+                                EndStreamCoalescer(),
+                                HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .http),
+                                NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio)),
+                                DecompressionFailureHandler(isHeadRequest: isHeadRequest),
+                                HTTP1ToHTTPClientCodec(),
+                                handler
+                            )
+                        } else {
+                            try pipeline.addHandlers(
+                                EndStreamCoalescer(),
+                                HTTP2FramePayloadToHTTPClientCodec(),
+                                handler
+                            )
+                        }
                         return HTTP2StreamExchange(channel: stream, handler: handler)
                     }
                 }
@@ -359,7 +394,10 @@ private struct UncheckedWork<Result: Sendable>: @unchecked Sendable {
 /// larger the target, the sooner it passes 2^31 - 1. These sizes have run that test under every
 /// CI pass since HTTP/2 landed.
 public enum HTTP2Windows {
+    /// Each stream's receive window, in bytes (1 MiB): announced as SETTINGS_INITIAL_WINDOW_SIZE
+    /// and kept topped up to it.
     public static let stream = 1 << 20
+    /// The connection's receive window, in bytes (2 MiB), kept topped up to it.
     public static let connection = 2 << 20
 
     /// The largest DATA frame a link asks its device for (SETTINGS_MAX_FRAME_SIZE). On a line
@@ -373,6 +411,9 @@ public enum HTTP2Windows {
         return 1 << 14
     }
 
+    /// The `NIOHTTP2Handler` configuration both ends of a link start from: the windows of
+    /// ``stream`` and ``connection``, and a stream channel that stops being writable with 256 KiB
+    /// queued and is writable again at 64 KiB. The caller adds its own initial settings.
     public static func configuration() -> NIOHTTP2Handler.Configuration {
         var configuration = NIOHTTP2Handler.Configuration()
         configuration.connection.initialSettings = [

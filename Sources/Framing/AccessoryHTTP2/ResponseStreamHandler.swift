@@ -1,3 +1,4 @@
+import AccessoryHTTP1
 import NIOCore
 import NIOHTTPTypes
 
@@ -9,6 +10,10 @@ import NIOHTTPTypes
 /// `/status` exchange more than the stream itself did, and a bulk body a wake per DATA frame
 /// (or, gathered, a copy of every byte). A batch is the parts of one read, without copies, and
 /// one wake of the exchange per read at most.
+///
+/// While the exchange waits and nothing arrives for the link's `idleTimeout`, the wait ends with
+/// `HTTPLinkError` `idle-timeout` and the stream is reset, as an HTTP/1.1 link ends a silent
+/// device's exchange: a device that never answers one stream cannot hold its caller forever.
 ///
 /// Every method runs on the stream's event loop.
 final class ResponseStreamHandler: ChannelDuplexHandler {
@@ -31,6 +36,8 @@ final class ResponseStreamHandler: ChannelDuplexHandler {
     }
 
     private let highWatermark: Int
+    private let idleTimeout: Duration
+    private var idleTimer: Scheduled<Void>?
     private var parts: [HTTPResponsePart] = []
     private var partBytes = 0
     private var ending: Ending?
@@ -38,9 +45,12 @@ final class ResponseStreamHandler: ChannelDuplexHandler {
     private var readHeld = false
     private var context: ChannelHandlerContext?
 
-    /// - Parameter highWatermark: body bytes held before reads stop until the exchange takes them.
-    init(highWatermark: Int) {
+    /// - Parameters:
+    ///   - highWatermark: body bytes held before reads stop until the exchange takes them.
+    ///   - idleTimeout: how long a waiting exchange may receive nothing before it fails.
+    init(highWatermark: Int, idleTimeout: Duration) {
         self.highWatermark = highWatermark
+        self.idleTimeout = idleTimeout
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -49,6 +59,7 @@ final class ResponseStreamHandler: ChannelDuplexHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        self.disarmIdleTimer()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -97,12 +108,14 @@ final class ResponseStreamHandler: ChannelDuplexHandler {
             continuation.resume(throwing: HTTP2StreamMisuse())
         } else {
             self.waiter = continuation
+            self.armIdleTimer()
         }
     }
 
     /// The exchange's task was cancelled: a waiting read ends with `CancellationError`, and the
     /// stream is reset (closing a stream channel that is still open sends RST_STREAM).
     func cancel() {
+        self.disarmIdleTimer()
         if self.ending == nil { self.ending = .failed(CancellationError()) }
         if let waiter = self.waiter {
             self.waiter = nil
@@ -114,7 +127,38 @@ final class ResponseStreamHandler: ChannelDuplexHandler {
     private func handOver() {
         guard let waiter = self.waiter, !self.parts.isEmpty || self.ending != nil else { return }
         self.waiter = nil
+        self.disarmIdleTimer()
         waiter.resume(returning: self.take())
+    }
+
+    /// Starts the silence bound of a wait: the exchange waits because nothing is there.
+    private func armIdleTimer() {
+        guard let context = self.context else { return }
+        self.disarmIdleTimer()
+        self.idleTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(self.idleTimeout)) {
+            self.idleTimeoutFired()
+        }
+    }
+
+    private func disarmIdleTimer() {
+        self.idleTimer?.cancel()
+        self.idleTimer = nil
+    }
+
+    /// The device sent nothing on this stream for the whole bound while the exchange waited:
+    /// the wait fails and the stream is reset (closing an open stream channel sends RST_STREAM);
+    /// the connection and its other streams go on.
+    private func idleTimeoutFired() {
+        self.idleTimer = nil
+        guard let waiter = self.waiter else { return }
+        self.waiter = nil
+        let error = HTTPLinkError(
+            .idleTimeout,
+            "the device sent nothing on its HTTP/2 stream for \(self.idleTimeout) while a response was due"
+        )
+        if self.ending == nil { self.ending = .failed(error) }
+        waiter.resume(throwing: error)
+        self.context?.close(promise: nil)
     }
 
     private func take() -> Batch {
