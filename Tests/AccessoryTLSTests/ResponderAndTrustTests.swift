@@ -306,6 +306,29 @@ struct PairingTests {
         #expect(try store.entry(for: "kitchen-sensor")?.pin == expected)
     }
 
+    /// `trustStore: nil` means no store: pairing then has nowhere to keep the key and is refused
+    /// as a configuration error, before anything is opened (it quietly read and, on first use,
+    /// wrote the user's standard store instead).
+    @Test(arguments: [TLSTrust.Pairing.Mode.trustOnFirstUse, .requirePaired])
+    func pairingWithoutATrustStoreIsRefused(mode: TLSTrust.Pairing.Mode) async throws {
+        let trust = TLSTrust(useSystemRoots: false, trustStore: nil, pairing: .init(identity: "porch", mode: mode))
+        let client = AccessoryClient(
+            transport: TLSTransport(
+                // Nothing listens here: a refusal before the open is the only way to get a TLSError.
+                wrapping: UnixSocketTransport(path: "/nonexistent/accessory-http-\(UUID().uuidString).sock"),
+                configuration: .client(trust: trust)
+            )
+        )
+        defer { Task { await client.shutdown() } }
+        await #expect {
+            _ = try await client.data(AccessoryRequest(path: "/"))
+        } throws: { error in
+            let tls = TLSErrors.find(in: error)
+            return tls?.code == .invalidConfiguration && tls?.message.contains("porch") == true
+                && (error as? AccessoryClientError)?.code == .tlsConfiguration
+        }
+    }
+
     @Test func requirePairedRefusesAnUnknownAccessory() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("trust-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }

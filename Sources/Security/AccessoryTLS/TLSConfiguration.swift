@@ -80,7 +80,8 @@ public struct TLSTrust: Sendable {
     public var useSystemRoots: Bool
     /// Extra PEM files of trusted anchors (`--cacert`).
     public var anchorFiles: [String]
-    /// Where remembered anchors and paired accessories live; `nil` to use none.
+    /// Where remembered anchors and paired accessories live; `nil` to use none (then a
+    /// ``pairing`` is refused as a configuration error).
     public var trustStore: TrustStore?
     /// Pins: the leaf's key or certificate, or a CA the leaf's chain verifiably leads to,
     /// must match one of them (see rule 3 above).
@@ -100,8 +101,9 @@ public struct TLSTrust: Sendable {
     ///   - useSystemRoots: Whether to trust the system's root certificates; `true` by default.
     ///   - anchorFiles: Extra PEM files of trusted anchors; none by default.
     ///   - trustStore: Where remembered anchors and paired accessories live;
-    ///     ``TrustStore/standard()`` by default. `nil` loads no store's anchors, but a `pairing`
-    ///     then still reads and writes the standard store.
+    ///     ``TrustStore/standard()`` by default. `nil` uses none: no store's anchors, and a
+    ///     `pairing` is refused (``TLSError/Code/invalidConfiguration``), since it has nowhere to
+    ///     keep the accessory's key.
     ///   - pins: Pins the leaf, or a CA its chain verifiably leads to, must match; none by default.
     ///   - pairing: The accessory to pair with, by identity; `nil` (no pairing) by default.
     ///   - evaluator: The app's own decision, made after the built-in one; `nil` by default.

@@ -181,7 +181,7 @@ final class TLSContext: @unchecked Sendable {
         var paired: TrustStore.Entry?
         if let pairing = trust.pairing {
             try TrustStore.validate(identity: pairing.identity)
-            paired = try (trust.trustStore ?? .standard()).entry(for: pairing.identity)
+            paired = try Self.pairingStore(of: trust).entry(for: pairing.identity)
         }
         // Verification happens in our callback (ServerTrustEvaluator), which runs OpenSSL's
         // own chain verification and then applies pins, pairing and the app's decision.
@@ -193,6 +193,20 @@ final class TLSContext: @unchecked Sendable {
             SSL_CTX_set_client_cert_cb(ctx, clientCertificateRequestedCallback)
         }
         return paired
+    }
+
+    /// The store a pairing reads and, on first use, writes: the configured one. Without one
+    /// (`trustStore: nil`, "use none") pairing cannot keep its promise, so it is refused rather
+    /// than quietly reading and writing the user's standard store behind the caller's back.
+    static func pairingStore(of trust: TLSTrust) throws(TLSError) -> TrustStore {
+        guard let store = trust.trustStore else {
+            throw TLSError(
+                .invalidConfiguration,
+                "pairing with '\(trust.pairing?.identity ?? "")' needs a trust store to keep the accessory's key in, "
+                    + "and TLSTrust.trustStore is nil: give it a TrustStore (TrustStore.standard() is the command's)"
+            )
+        }
+        return store
     }
 
     private static func configureClientAuthentication(_ ctx: OpaquePointer, _ authentication: TLSClientAuthentication)

@@ -67,7 +67,7 @@ public struct TLSTransport: ByteStreamTransport {
         let session = try await Self.awaitHandshake(handshake, on: opened)
         if let (identity, certificate) = session.firstUsePairing {
             do {
-                try (self.configuration.trust.trustStore ?? .standard()).remember(
+                try TLSContext.pairingStore(of: self.configuration.trust).remember(
                     identity: identity,
                     pin: certificate.spkiPin,
                     comment: "\(certificate.subject), first seen on \(self.inner)"
