@@ -60,7 +60,12 @@ extension AccessoryClient {
         let head: HTTPResponse
         do {
             head = try await self.execute(request) { response in
-                let total = response.head.headerFields[.contentLength].flatMap { Int64($0) }
+                // A decoded body (decompressResponses) is longer than the Content-Length, which
+                // counts the compressed bytes: its total is then unknown, not a fraction past 1.
+                let decoded =
+                    self.configuration.link.decompressResponses
+                    && response.head.headerFields[.contentEncoding].map { !$0.isEmpty && $0 != "identity" } == true
+                let total = decoded ? nil : response.head.headerFields[.contentLength].flatMap { Int64($0) }
                 var written: Int64 = 0
                 progress?(TransferProgress(bytesTransferred: 0, totalBytes: total))
                 for try await buffer in response.body {

@@ -20,8 +20,9 @@ public struct AccessoryResponse: Sendable {
 public struct TransferProgress: Sendable, Hashable {
     /// How many body bytes have been transferred so far.
     public var bytesTransferred: Int64
-    /// The total, when known: the response's `Content-Length` for a download, the file's size
-    /// for an upload.
+    /// The total, when known: the response's `Content-Length` for a download (unknown for a body
+    /// the link decodes, `LinkConfiguration.decompressResponses`, whose length counts the
+    /// compressed bytes), the file's size for an upload.
     public var totalBytes: Int64?
 
     /// The progress of a transfer at one moment.
