@@ -22,6 +22,10 @@ struct ConfigFileTests {
             listen = tcp:127.0.0.1:8080
             idle-release = 2
             allow-remote = no
+            tls-name = printer.local
+            cacert = /etc/printer-ca.pem
+            pin = sha256:one
+            pin = sha256:two
             """
         let config = try ConfigFile.parse(text, path: "c")
         #expect(config.device == "serial:/dev/ttyACM0?baud=115200")
@@ -34,6 +38,14 @@ struct ConfigFileTests {
         #expect(config.bridges.first?.listen == ["unix:/run/printer.sock", "tcp:127.0.0.1:8080"])
         #expect(config.bridges.first?.idleRelease == 2)
         #expect(config.bridges.first?.location == "c:10")
+        #expect(config.bridges.first?.tls == nil)
+        #expect(
+            config.bridges.first?.tlsArguments == [
+                "--tls-name", "printer.local", "--cacert", "/etc/printer-ca.pem", "--pin", "sha256:one", "--pin",
+                "sha256:two",
+            ],
+            "TLS settings in file order, as the command line spells them"
+        )
     }
 
     @Test(arguments: [
@@ -55,6 +67,8 @@ struct ConfigFileTests {
         ("[bridge a]\ngrace = 100000", .invalidValue, "c:2:"),
         ("[bridge a]\nallow-remote = perhaps", .invalidValue, "c:2:"),
         ("[bridge a]\nport = 80", .unknownSetting, "c:2:"),
+        ("[bridge a]\ntls = sometimes", .invalidValue, "c:2:"),
+        ("[bridge a]\ntls-name =", .invalidValue, "c:2:"),
         ("device = a\rhost = b", .malformedLine, "c:1:"),
         ("\n\ndevice = a\u{2028}b", .malformedLine, "c:3:"),
         ("host = a\u{0}", .malformedLine, "c:1:"),

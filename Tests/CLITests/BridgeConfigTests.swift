@@ -180,4 +180,101 @@ struct BridgeConfigTests {
         let none = try await runCLI(["bridge", "--config", config], scratch: self.scratch)
         #expect(none.status == 64 && none.stderr.contains("[bridge NAME]"), "\(none)")
     }
+
+    /// TLS to the accessory per section (issue 11): one HTTPS accessory (`serve --cert` on a unix
+    /// socket) behind three sections, trusted by its CA and name, refused for a pin it does not
+    /// match (502 naming the pin), and spoken to in plain HTTP with `tls = no` (502); each
+    /// section's verdict is its own, and the good one answers again after the others failed.
+    @Test("TLS settings per [bridge NAME] section")
+    func tlsPerSection() async throws {
+        let script = """
+            set -e
+            openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out meter.key 2>/dev/null
+            openssl req -x509 -new -key meter.key -out meter.pem -days 30 -subj "/CN=meter" -addext subjectAltName=DNS:meter 2>/dev/null
+            """
+        let made = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", script], scratch: self.scratch)
+        try #require(made.status == 0, "making the test certificate failed: \(made)")
+        // One HTTPS accessory per section: a bridge owns its device, so no two sections share one.
+        var servers: [Child] = []
+        defer {
+            for server in servers {
+                server.signal(SIGKILL)
+                _ = server.process.waitUntilExitOrKill()
+            }
+        }
+        for name in ["trusted", "pinned", "plain"] {
+            let device = self.scratch.file(name + "-device.sock")
+            servers.append(
+                try startCLI(
+                    [
+                        "serve", "--device", "unix:" + device, "--cert", self.scratch.file("meter.pem"), "--key",
+                        self.scratch.file("meter.key"),
+                    ],
+                    scratch: self.scratch
+                )
+            )
+            try #require(await eventually { FileManager.default.fileExists(atPath: device) }, "serve did not bind")
+        }
+        let wrongPin = "sha256:" + String(repeating: "A", count: 43) + "="
+        func section(_ name: String, _ settings: String) -> String {
+            let device = self.scratch.file(name + "-device.sock")
+            return
+                "[bridge \(name)]\ndevice = unix:\(device)\nlisten = unix:\(self.scratch.file(name + ".sock"))\n\(settings)\n"
+        }
+        let config = self.scratch.file("tls.conf")
+        try [
+            section("trusted", "tls-name = meter\ncacert = \(self.scratch.file("meter.pem"))"),
+            section("pinned", "tls-name = meter\npin = \(wrongPin)"),
+            section("plain", "tls = no"),
+        ].joined(separator: "\n").write(toFile: config, atomically: true, encoding: .utf8)
+        let bridge = try startCLI(["bridge", "--config", config], scratch: self.scratch)
+        defer {
+            bridge.signal(SIGKILL)
+            _ = bridge.process.waitUntilExitOrKill()
+        }
+        for name in ["trusted", "pinned", "plain"] {
+            guard await self.answers(self.scratch.file(name + ".sock"), while: bridge) else {
+                Issue.record("the bridge did not start \(name): \(await bridge.finish(timeout: 2))")
+                return
+            }
+        }
+        let curl = try #require(which("curl"), "curl is not installed; run scripts/bootstrap")
+        func get(_ name: String) async throws -> (code: String, body: String) {
+            let result = try await run(
+                curl,
+                [
+                    "-sS", "--max-time", "20", "-w", "\n%{http_code}", "--unix-socket",
+                    self.scratch.file(name + ".sock"), "http://accessory/status",
+                ],
+                scratch: self.scratch,
+                timeout: 30
+            )
+            let lines = result.stdoutText.split(separator: "\n", omittingEmptySubsequences: false)
+            return (String(lines.last ?? ""), lines.dropLast().joined(separator: "\n"))
+        }
+        let trusted = try await get("trusted")
+        #expect(trusted.code == "200" && trusted.body.contains("serialNumber"), "\(trusted)")
+        let pinned = try await get("pinned")
+        #expect(pinned.code == "502" && pinned.body.contains("pin"), "\(pinned)")
+        let plain = try await get("plain")
+        #expect(plain.code == "502", "\(plain)")
+        let again = try await get("trusted")
+        #expect(again.code == "200", "\(again)")
+
+        bridge.signal(SIGTERM)
+        let stopped = await bridge.finish(timeout: 10)
+        #expect(stopped.status == 0, "\(stopped)")
+
+        // A section's TLS settings are checked as the command line's are, when it starts.
+        try section("trusted", "tls = no\ntls-name = meter").write(toFile: config, atomically: true, encoding: .utf8)
+        let refused = try await runCLI(["bridge", "--config", config], scratch: self.scratch)
+        #expect(refused.status == 64 && refused.stderr.contains("'tls = no' with TLS settings"), "\(refused)")
+        try section("trusted", "tls = yes\ntls-min-version = 0.9").write(
+            toFile: config,
+            atomically: true,
+            encoding: .utf8
+        )
+        let badVersion = try await runCLI(["bridge", "--config", config], scratch: self.scratch)
+        #expect(badVersion.status == 64 && badVersion.stderr.contains("[bridge trusted]"), "\(badVersion)")
+    }
 }

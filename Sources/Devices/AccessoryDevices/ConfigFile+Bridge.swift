@@ -9,6 +9,10 @@
 /// listen = tcp:127.0.0.1:8080
 /// idle-release = 2
 /// ```
+///
+/// TLS to the accessory is set per section with the command line's option names (`tls = yes`,
+/// `tls-name`, `cacert`, `pin`, `cert`, `key`, `cert-password-file`, `tls-min-version`,
+/// `tls-identity`); a section without any uses the command line's TLS options.
 public struct BridgeSection: Equatable, Sendable {
     /// The section's name: the accessory's name in logs and in the status document.
     public var name: String
@@ -34,6 +38,13 @@ public struct BridgeSection: Equatable, Sendable {
     public var socketGroup: String?
     /// `allow-remote = yes|no`: whether a TCP listener may bind beyond loopback.
     public var allowRemote = false
+    /// `tls = yes|no`: TLS to the accessory on or off for this section, whatever the command
+    /// line says; `nil` when the section does not say.
+    public var tls: Bool?
+    /// The section's other TLS settings as the command line spells them, in file order:
+    /// `tls-name = meter` is `["--tls-name", "meter"]` (`cacert` and `pin` may repeat). The CLI
+    /// parses them with its own TLS options, so both accept and refuse the same values.
+    public var tlsArguments: [String] = []
     /// Where the section starts (`path:line`), for error messages.
     public var location: String
 
@@ -45,7 +56,13 @@ public struct BridgeSection: Equatable, Sendable {
     }
 
     static let knownKeys =
-        "device, listen, host, queue-timeout, response-timeout, idle-release, client-idle-timeout, grace, socket-mode, socket-group, allow-remote"
+        "device, listen, host, queue-timeout, response-timeout, idle-release, client-idle-timeout, grace, socket-mode, socket-group, allow-remote, "
+        + tlsKeys.joined(separator: ", ") + ", tls"
+
+    /// The TLS settings a section may carry, named as the command line's options.
+    static let tlsKeys = [
+        "tls-name", "cacert", "pin", "cert", "key", "cert-password-file", "tls-min-version", "tls-identity",
+    ]
 
     mutating func set(_ key: String, _ value: String, at location: String) throws(ConfigFileError) {
         let context = "\(location): [bridge \(self.name)]"
@@ -60,13 +77,13 @@ public struct BridgeSection: Equatable, Sendable {
         case "grace": self.grace = try Self.seconds(value, key, context)
         case "socket-mode": self.socketMode = value
         case "socket-group": self.socketGroup = value
-        case "allow-remote":
-            switch value {
-            case "yes", "true", "on": self.allowRemote = true
-            case "no", "false", "off": self.allowRemote = false
-            default:
-                throw ConfigFileError(.invalidValue, "\(context): allow-remote must be yes or no, not \"\(value)\"")
+        case "allow-remote": self.allowRemote = try Self.yesOrNo(value, key, context)
+        case "tls": self.tls = try Self.yesOrNo(value, key, context)
+        case _ where Self.tlsKeys.contains(key):
+            guard !value.isEmpty else {
+                throw ConfigFileError(.invalidValue, "\(context): \(key) needs a value")
             }
+            self.tlsArguments += ["--" + key, value]
         default:
             throw ConfigFileError(.unknownSetting, "\(context): unknown setting \"\(key)\" (known: \(Self.knownKeys))")
         }
@@ -82,6 +99,14 @@ public struct BridgeSection: Equatable, Sendable {
                 .missingSetting,
                 "\(self.location): [bridge \(self.name)] has no 'listen = unix:PATH' (or tcp:127.0.0.1:PORT)"
             )
+        }
+    }
+
+    private static func yesOrNo(_ value: String, _ key: String, _ context: String) throws(ConfigFileError) -> Bool {
+        switch value {
+        case "yes", "true", "on": return true
+        case "no", "false", "off": return false
+        default: throw ConfigFileError(.invalidValue, "\(context): \(key) must be yes or no, not \"\(value)\"")
         }
     }
 
@@ -101,7 +126,7 @@ public struct BridgeSection: Equatable, Sendable {
             && lhs.queueTimeout == rhs.queueTimeout && lhs.responseTimeout == rhs.responseTimeout
             && lhs.idleRelease == rhs.idleRelease && lhs.clientIdleTimeout == rhs.clientIdleTimeout
             && lhs.grace == rhs.grace && lhs.socketMode == rhs.socketMode && lhs.socketGroup == rhs.socketGroup
-            && lhs.allowRemote == rhs.allowRemote
+            && lhs.allowRemote == rhs.allowRemote && lhs.tls == rhs.tls && lhs.tlsArguments == rhs.tlsArguments
     }
 }
 

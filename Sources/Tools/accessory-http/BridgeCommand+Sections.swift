@@ -115,6 +115,31 @@ final class BridgeSupervisor {
         for name in self.running.keys.sorted() { await self.stop(name) }
     }
 
+    /// A section's own TLS options (`tls`, `tls-name`, `cacert`, … in the config file), parsed
+    /// as the command line's; `nil` when the section sets none, so the command line's apply.
+    static func tlsOptions(of section: BridgeSection) throws(CLIError) -> TLSOptions? {
+        let context = "\(section.location): [bridge \(section.name)]"
+        switch section.tls {
+        case nil where section.tlsArguments.isEmpty: return nil
+        case false?:
+            guard section.tlsArguments.isEmpty else {
+                throw CLIError(.usage, "\(context): 'tls = no' with TLS settings; remove one or the other")
+            }
+            // No TLS, whatever the command line says (parsed: an unparsed TLSOptions() has no values).
+            do {
+                return try TLSOptions.parse([])
+            } catch {
+                throw CLIError(.failure, "\(context): \(TLSOptions.message(for: error))")
+            }
+        default:
+            do {
+                return try TLSOptions.parse((section.tls == true ? ["--tls"] : []) + section.tlsArguments)
+            } catch {
+                throw CLIError(.usage, "\(context): \(TLSOptions.message(for: error))")
+            }
+        }
+    }
+
     private func start(_ section: BridgeSection, config: ConfigFile) async throws(CLIError) {
         let globals = self.command.globals
         let spec = try globals.parseSpec(section.device ?? "", from: section.location, config: config)
@@ -140,11 +165,15 @@ final class BridgeSupervisor {
                 for: spec,
                 config: config,
                 host: section.host ?? globals.host ?? config.host,
-                redirects: .none
+                redirects: .none,
+                tls: try Self.tlsOptions(of: section)
             )
         } catch {
             ownership?.release()
-            throw error
+            // A setting the section got wrong (its TLS options, say) is named with the section.
+            let context = "\(section.location): [bridge \(section.name)]: "
+            throw error.status == .usage && !error.message.hasPrefix(context)
+                ? CLIError(.usage, context + error.message) : error
         }
         // Each line a section's bridge logs names its accessory.
         var logger = Logger(label: "accessory-http.bridge")

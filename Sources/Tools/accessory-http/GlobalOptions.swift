@@ -142,16 +142,18 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// Builds a client for `spec` with this run's settings (`host`, when given, is the Host
-    /// header), and the `-v` trace renderer if there is one.
+    /// header; `tls`, when given, replaces the command line's TLS options), and the `-v` trace
+    /// renderer if there is one.
     func makeClient(
         for spec: DeviceSpec,
         config: ConfigFile?,
         host: String?,
         redirects: RedirectPolicy = .default,
         connectTimeout: Double? = nil,
-        compressed: Bool = false
+        compressed: Bool = false,
+        tls: TLSOptions? = nil
     ) throws(CLIError) -> (AccessoryClient, TraceRenderer?) {
-        let transport = try self.tls.wrapClient(
+        let transport = try (tls ?? self.tls).wrapClient(
             try Self.clientTransport(for: spec, config: config, verbose: self.verbose),
             spec: spec
         )
