@@ -41,8 +41,10 @@ public final class AccessoryBridge: Sendable {
         public var responseTimeout: Duration = .seconds(60)
         /// The `Retry-After` of a 503, in seconds.
         public var retryAfterSeconds = 2
-        /// Exchanges carried on the link at once: 1 for an HTTP/1.1 link; more on HTTP/2.
-        public var maxConcurrentExchanges = 1
+        /// Exchanges carried on the link at once. `nil` (the default) follows the client's link:
+        /// 1 on HTTP/1.1, where exchanges take turns anyway, and 100 on HTTP/2, whose streams run
+        /// at once (100 is the concurrent-stream limit RFC 9113 recommends a peer allow at least).
+        public var maxConcurrentExchanges: Int? = nil
         /// Allow TCP listeners on addresses other than loopback (anyone who can reach the
         /// address can then use the accessory).
         public var allowRemote = false
@@ -103,7 +105,9 @@ public final class AccessoryBridge: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.eventLoopGroup = eventLoopGroup
-        self.admission = BridgeAdmission(limit: configuration.maxConcurrentExchanges)
+        self.admission = BridgeAdmission(
+            limit: configuration.maxConcurrentExchanges ?? (client.configuration.link.httpVersion == .http2 ? 100 : 1)
+        )
     }
 
     /// What the bridge has done so far, and the link's state.

@@ -49,8 +49,7 @@ extension Bridge {
     }
 
     /// A bridge's settings for `section`: its own values, else this command's options.
-    func bridgeConfiguration(for section: BridgeSection, http2: Bool) throws(CLIError) -> AccessoryBridge.Configuration
-    {
+    func bridgeConfiguration(for section: BridgeSection) throws(CLIError) -> AccessoryBridge.Configuration {
         let access = try SocketAccess(
             mode: section.socketMode ?? self.socketMode,
             group: section.socketGroup ?? self.socketGroup
@@ -68,7 +67,6 @@ extension Bridge {
         configuration.allowRemote = section.allowRemote || self.allowRemote
         configuration.socketMode = access.mode
         configuration.socketGroup = access.group
-        if http2 { configuration.maxConcurrentExchanges = 100 }
         return configuration
     }
 }
@@ -151,7 +149,7 @@ final class BridgeSupervisor {
                 throw CLIError(.usage, "\(section.location): [bridge \(section.name)]: \(error.message)")
             }
         }
-        let configuration = try self.command.bridgeConfiguration(for: section, http2: spec.link.http == .http2)
+        let configuration = try self.command.bridgeConfiguration(for: section)
         // The emulator lives in this process: there is no device to share.
         let ownership: DeviceOwnership?
         do {

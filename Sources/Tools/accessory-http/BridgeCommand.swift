@@ -150,7 +150,7 @@ struct Bridge: AsyncParsableCommand {
         let (client, _, _) = try self.globals.makeClient(redirects: .none)
         let bridge = AccessoryBridge(
             client: client,
-            configuration: try self.bridgeConfiguration(device: spec.description, http2: spec.link.http == .http2)
+            configuration: try self.bridgeConfiguration(device: spec.description)
         )
         // SIGHUP must not end a bridge whose unit reloads it (the default action would): with
         // the accessory given on the command line there is nothing to read again. Handled
@@ -220,14 +220,13 @@ struct Bridge: AsyncParsableCommand {
 
     /// The single accessory's settings: a section that gives nothing of its own, so that
     /// every value is this command's option.
-    private func bridgeConfiguration(device: String, http2: Bool) throws(CLIError) -> AccessoryBridge.Configuration {
+    private func bridgeConfiguration(device: String) throws(CLIError) -> AccessoryBridge.Configuration {
         try self.bridgeConfiguration(
             for: BridgeSection(
                 name: AccessoryBridge.Configuration().name,
                 device: device,
                 location: "the command line"
-            ),
-            http2: http2
+            )
         )
     }
 
