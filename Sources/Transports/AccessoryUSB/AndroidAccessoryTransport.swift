@@ -59,7 +59,10 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
     ///
     /// - Throws: `TransportError` (AccessoryTransport) with code `accessoryModeUnsupported` for a
     ///   device that refuses GET_PROTOCOL, `openTimedOut` for one that does not come back in
-    ///   accessory mode within ``Configuration/switchTimeout``, or what ``USBTransport`` throws.
+    ///   accessory mode within ``Configuration/switchTimeout``, `deviceNotFound` when no device
+    ///   matches, `permissionDenied` when none that matches may be opened by this user,
+    ///   `openFailed` when several devices are already in accessory mode, the switch is refused
+    ///   or the open is cancelled, or what ``USBTransport`` throws.
     public func open(
         on eventLoop: any EventLoop,
         configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
