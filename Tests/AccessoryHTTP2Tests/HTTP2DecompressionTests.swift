@@ -43,17 +43,10 @@ struct HTTP2DecompressionTests {
     }
 
     static func client(_ device: Device, ratio: Int = 1000) -> AccessoryClient {
-        let responder = HTTPResponder { device.respond($0) }
-        let group = MultiThreadedEventLoopGroup.singleton
-        let transport = SocketPairTransport(name: "compressing responder") { descriptor in
-            let eventLoop = group.next()
-            Task { try? await responder.serve(descriptor: descriptor, on: eventLoop) }
+        http2Client(of: HTTPResponder { device.respond($0) }, name: "compressing responder") { link in
+            link.decompressResponses = true
+            link.maxDecompressionRatio = ratio
         }
-        var configuration = AccessoryClient.Configuration()
-        configuration.link.httpVersion = .http2
-        configuration.link.decompressResponses = true
-        configuration.link.maxDecompressionRatio = ratio
-        return AccessoryClient(transport: transport, configuration: configuration)
     }
 
     @Test func compressedBodiesAreDecodedAndTheHeadKept() async throws {

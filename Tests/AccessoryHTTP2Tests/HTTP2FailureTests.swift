@@ -27,14 +27,7 @@ struct HTTP2FailureTests {
                 }
             )
         }
-        let group = MultiThreadedEventLoopGroup.singleton
-        let transport = SocketPairTransport(name: "broken-body responder") { descriptor in
-            let eventLoop = group.next()
-            Task { try? await responder.serve(descriptor: descriptor, on: eventLoop) }
-        }
-        var configuration = AccessoryClient.Configuration()
-        configuration.link.httpVersion = .http2
-        let client = AccessoryClient(transport: transport, configuration: configuration)
+        let client = http2Client(of: responder, name: "broken-body responder")
         for attempt in 1...16 {
             do {
                 _ = try await client.get("/broken")
@@ -75,15 +68,7 @@ struct HTTP2FailureTests {
                 return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
             }
         }
-        let group = MultiThreadedEventLoopGroup.singleton
-        let transport = SocketPairTransport(name: "silent responder") { descriptor in
-            let eventLoop = group.next()
-            Task { try? await responder.serve(descriptor: descriptor, on: eventLoop) }
-        }
-        var configuration = AccessoryClient.Configuration()
-        configuration.link.httpVersion = .http2
-        configuration.link.idleTimeout = .milliseconds(300)
-        let client = AccessoryClient(transport: transport, configuration: configuration)
+        let client = http2Client(of: responder, name: "silent responder") { $0.idleTimeout = .milliseconds(300) }
         let clock = ContinuousClock()
         for attempt in 1...16 {
             for path in ["/silent", "/stall"] {

@@ -187,13 +187,7 @@ struct BridgeConfigTests {
     /// section's verdict is its own, and the good one answers again after the others failed.
     @Test("TLS settings per [bridge NAME] section")
     func tlsPerSection() async throws {
-        let script = """
-            set -e
-            openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out meter.key 2>/dev/null
-            openssl req -x509 -new -key meter.key -out meter.pem -days 30 -subj "/CN=meter" -addext subjectAltName=DNS:meter 2>/dev/null
-            """
-        let made = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", script], scratch: self.scratch)
-        try #require(made.status == 0, "making the test certificate failed: \(made)")
+        let (_, serving) = try await makeSelfSignedCertificate(named: "meter", scratch: self.scratch)
         // One HTTPS accessory per section: a bridge owns its device, so no two sections share one.
         var servers: [Child] = []
         defer {
@@ -206,10 +200,7 @@ struct BridgeConfigTests {
             let device = self.scratch.file(name + "-device.sock")
             servers.append(
                 try startCLI(
-                    [
-                        "serve", "--device", "unix:" + device, "--cert", self.scratch.file("meter.pem"), "--key",
-                        self.scratch.file("meter.key"),
-                    ],
+                    ["serve", "--device", "unix:" + device] + serving,
                     scratch: self.scratch
                 )
             )

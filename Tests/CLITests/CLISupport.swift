@@ -446,3 +446,22 @@ func sha256(_ bytes: [UInt8]) -> String {
 func readFile(_ path: String) -> [UInt8]? {
     FileManager.default.contents(atPath: path).map { [UInt8]($0) }
 }
+
+/// A self-signed EC certificate for `name` (its CN and DNS subjectAltName) in the scratch
+/// directory, `NAME.pem` and `NAME.key`, made with openssl; returns a client's TLS options that
+/// trust it by CA and name, and `serve`'s options that present it.
+func makeSelfSignedCertificate(named name: String, scratch: Scratch) async throws -> (
+    client: [String], server: [String]
+) {
+    let script = """
+        set -e
+        openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out \(name).key 2>/dev/null
+        openssl req -x509 -new -key \(name).key -out \(name).pem -days 30 -subj "/CN=\(name)" -addext subjectAltName=DNS:\(name) 2>/dev/null
+        """
+    let result = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", script], scratch: scratch)
+    try #require(result.status == 0, "making the test certificate failed: \(result)")
+    return (
+        ["--cacert", scratch.file(name + ".pem"), "--tls-name", name],
+        ["--cert", scratch.file(name + ".pem"), "--key", scratch.file(name + ".key")]
+    )
+}

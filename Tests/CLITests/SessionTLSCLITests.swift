@@ -13,17 +13,7 @@ import Testing
 extension SessionCLITests {
     /// A self-signed certificate for `meter`; returns the client's TLS options and `serve`'s.
     func makeMeterCertificate() async throws -> (client: [String], server: [String]) {
-        let script = """
-            set -e
-            openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out meter.key 2>/dev/null
-            openssl req -x509 -new -key meter.key -out meter.pem -days 30 -subj "/CN=meter" -addext subjectAltName=DNS:meter 2>/dev/null
-            """
-        let result = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", script], scratch: self.scratch)
-        try #require(result.status == 0, "making the test certificate failed: \(result)")
-        return (
-            ["--cacert", scratch.file("meter.pem"), "--tls-name", "meter"],
-            ["--cert", scratch.file("meter.pem"), "--key", scratch.file("meter.key")]
-        )
+        try await makeSelfSignedCertificate(named: "meter", scratch: self.scratch)
     }
 
     /// 16 times: a TLS download in a session is killed with SIGKILL mid-body (no CLOSE, no
