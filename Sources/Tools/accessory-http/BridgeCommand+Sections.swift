@@ -3,7 +3,6 @@ import AccessoryClient
 import AccessoryDevices
 import Dispatch
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -24,7 +23,6 @@ extension Bridge {
         // waits in the stream.
         let reloads = SignalStream(SIGHUP)
         defer { reloads.stop() }
-        await reloads.live()
         // The first start is all or nothing: a section that cannot start fails the command.
         do {
             try await supervisor.apply(config, strict: true)
@@ -219,76 +217,23 @@ final class BridgeSupervisor {
 }
 
 /// A signal delivered as an async sequence (its default action off while the stream lives).
-/// Iteration ends when the iterating task is cancelled.
-///
-/// libdispatch registers a signal source on its own thread some time after `resume()`; a signal
-/// that arrives before finds only SIG_IGN and is lost (seen: a SIGHUP sent as soon as the
-/// bridge's socket answered, under load, was never logged). ``live()`` waits until the source
-/// has reported one signal of its own raising, so a caller can be sure before it tells the world
-/// it is ready.
-final class SignalStream: Sendable {
+/// Iteration ends when the iterating task is cancelled. The source is live when `init` returns
+/// (see ``waitForDispatchSignalHandler(_:)``).
+final class SignalStream {
     let signals: AsyncStream<Void>
-    private let number: Int32
-    // A DispatchSourceSignal is thread-safe (cancel from any thread); the protocol is not
-    // marked Sendable in corelibs-dispatch.
-    private nonisolated(unsafe) let source: any DispatchSourceSignal
-    private let probe = SignalProbe()
+    private let source: any DispatchSourceSignal
 
     init(_ number: Int32) {
         // The default action must be off before the source exists (see SignalWatcher).
         signal(number, SIG_IGN)
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        let probe = self.probe
-        source.setEventHandler {
-            // The first report is the probe's (or a real signal that came with it, when there
-            // was nothing yet to reload): it makes the stream live and is not passed on.
-            let waiters = probe.state.withLock { state -> [CheckedContinuation<Void, Never>]? in
-                guard !state.live else { return nil }
-                state.live = true
-                defer { state.waiters = [] }
-                return state.waiters
-            }
-            if let waiters {
-                for waiter in waiters { waiter.resume() }
-            } else {
-                continuation.yield()
-            }
-        }
+        source.setEventHandler { continuation.yield() }
         source.resume()
-        self.number = number
+        waitForDispatchSignalHandler(number)
         self.signals = stream
         self.source = source
     }
 
-    /// Returns once the source receives signals: raises the signal at this process every 5 ms
-    /// until the source reports one (before that, the raised signal is ignored).
-    func live() async {
-        let raising = Task {
-            while !Task.isCancelled {
-                kill(getpid(), self.number)
-                try? await Task.sleep(for: .milliseconds(5))
-            }
-        }
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let live = self.probe.state.withLock { state in
-                if !state.live { state.waiters.append(waiter) }
-                return state.live
-            }
-            if live { waiter.resume() }
-        }
-        raising.cancel()
-        await raising.value
-    }
-
     func stop() { self.source.cancel() }
-}
-
-/// Whether a ``SignalStream``'s source has reported its probe yet, and who waits for that.
-private final class SignalProbe: Sendable {
-    struct State {
-        var live = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-    let state = Mutex(State())
 }

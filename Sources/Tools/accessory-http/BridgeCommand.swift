@@ -168,7 +168,6 @@ struct Bridge: AsyncParsableCommand {
             ignored.cancel()
             reloads.stop()
         }
-        await reloads.live()
         let bound = try await Self.bind(bridge, listeners, client: client)
         for listener in bound {
             if !listener.isLocal {
