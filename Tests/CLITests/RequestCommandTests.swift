@@ -34,6 +34,25 @@ struct RequestCommandTests {
         #expect(raw.stdout.prefix(2) == [0x1f, 0x8b], "the gzip bytes as sent: \(raw)")
     }
 
+    /// `-i` prints trailer fields after the body, as curl does; without `-i` only the body.
+    /// Over HTTP/1.1 (a chunked trailer section) and HTTP/2 (a trailing HEADERS frame), to stdout
+    /// and with `-o` (where the head and trailers go to stdout, the body to the file).
+    @Test(arguments: [[], ["--http2"]])
+    func includePrintsTrailersAfterTheBody(flags: [String]) async throws {
+        let shown = try await cli(["--device", "emulator"] + flags + ["get", "-i", "/trailers"])
+        #expect(shown.status == 0, "\(shown)")
+        let text = shown.stdoutText.lowercased()
+        #expect(text.contains("\r\n\r\ntrailers follow\naccessory-body-sha256: "), "\(shown)")
+        #expect(text.hasSuffix("accessory-request-trailers: none\r\n"), "\(shown)")
+        let plain = try await cli(["--device", "emulator"] + flags + ["get", "/trailers"])
+        #expect(plain.stdoutText == "trailers follow\n", "\(plain)")
+        let file = self.scratch.url.appendingPathComponent("trailers.txt").path
+        let saved = try await cli(["--device", "emulator"] + flags + ["get", "-i", "-o", file, "/trailers"])
+        #expect(saved.status == 0, "\(saved)")
+        #expect(saved.stdoutText.lowercased().hasSuffix("accessory-request-trailers: none\r\n"), "\(saved)")
+        #expect((try? String(contentsOfFile: file, encoding: .utf8)) == "trailers follow\n")
+    }
+
     @Test func getStatusPrintsTheIdentityAsJSON() async throws {
         let result = try await cli(["--device", "emulator", "get", "/status"])
         #expect(result.status == 0, "\(result)")

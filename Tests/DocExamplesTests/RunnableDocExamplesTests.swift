@@ -18,5 +18,6 @@ import Testing
         try await nativeclientExample3()
         try await nativeclientExample4()
         try await nativeclientExample5()
+        try await nativeclientExample6()
     }
 }

@@ -40,6 +40,8 @@ final class LinkInbound: Sendable {
         var failure: ResponderError? = nil
         /// Body bytes of the current exchange read so far.
         var bodyBytes = 0
+        /// The trailer fields that ended the current body, once it ended.
+        var trailers: HTTPFields?
     }
 
     /// What the body had done when the response was about to start.
@@ -80,6 +82,7 @@ final class LinkInbound: Sendable {
             state.responseStarted = false
             state.failure = nil
             state.bodyBytes = 0
+            state.trailers = nil
             return state.generation
         }
     }
@@ -101,6 +104,11 @@ final class LinkInbound: Sendable {
             state.phase = .none
             return status
         }
+    }
+
+    /// The trailer fields that ended the body of exchange `generation`, once it ended.
+    func trailers(generation: UInt64) -> HTTPFields? {
+        self.state.withLock { $0.generation == generation ? $0.trailers : nil }
     }
 
     /// The protocol error met while reading the current body, if any.
@@ -181,8 +189,11 @@ final class LinkInbound: Sendable {
                 throw self.fail(Self.bodyTooLarge(limit))
             }
             return buffer
-        case .end:
-            self.state.withLock { $0.phase = .finished }
+        case .end(let trailers):
+            self.state.withLock {
+                $0.phase = .finished
+                $0.trailers = trailers.flatMap { $0.isEmpty ? nil : $0 }
+            }
             return nil
         case .head:
             throw self.fail(ResponderError(.malformedRequest, "a request head arrived inside a request body"))

@@ -1,3 +1,4 @@
+import HTTPTypes
 import NIOCore
 
 /// The body of a request, streamed from the link as it arrives.
@@ -33,6 +34,17 @@ public struct RequestBody: AsyncSequence, Sendable {
     init(link: LinkInbound, generation: UInt64, declaredLength: Int?) {
         self.source = .link(link, generation: generation)
         self.declaredLength = declaredLength
+    }
+
+    /// The trailer fields the host sent after the body (a chunked HTTP/1.1 body's trailer
+    /// section, or an HTTP/2 stream's trailing HEADERS frame).
+    ///
+    /// Read it once the body has been read to its end (the iteration returned `nil`, or
+    /// ``collect(upTo:)`` returned): before that the fields have not arrived. `nil` when the
+    /// request had none.
+    public var trailers: HTTPFields? {
+        guard case .link(let link, let generation) = self.source else { return nil }
+        return link.trailers(generation: generation)
     }
 
     /// Iterates the body's chunks.

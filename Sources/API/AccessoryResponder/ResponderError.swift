@@ -24,6 +24,9 @@ public struct ResponderError: AccessoryError, Hashable {
         public static let responseLengthMismatch = Code(rawValue: "response-length-mismatch")
         /// A ``ResponseBodyWriter`` was used after its response ended.
         public static let responseFinished = Code(rawValue: "response-finished")
+        /// Trailer fields were set on a response body declared with a length (only a body of
+        /// unknown length, sent chunked on HTTP/1.1, can carry them).
+        public static let trailersNotAllowed = Code(rawValue: "trailers-not-allowed")
         /// The responder could not attach to the descriptor, transport or socket path.
         public static let setupFailed = Code(rawValue: "setup-failed")
     }

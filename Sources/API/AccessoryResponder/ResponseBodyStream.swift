@@ -14,6 +14,8 @@ final class ResponseBodyStream: Sendable {
         var pendingHead: HTTPResponse?
         var written: Int = 0
         var finished = false
+        /// Sent with the body's end.
+        var trailers: HTTPFields?
     }
 
     private let link: ResponderLink
@@ -63,11 +65,27 @@ final class ResponseBodyStream: Sendable {
         try await self.link.write(contentsOf: parts)
     }
 
+    /// Records the trailer fields sent with the body's end.
+    func setTrailers(_ fields: HTTPFields) throws(ResponderError) {
+        guard self.declaredLength == nil else {
+            throw ResponderError(
+                .trailersNotAllowed,
+                "trailer fields can follow only a body of unknown length (sent chunked); declare the streamed body with length: nil"
+            )
+        }
+        try self.state.withLock { state throws(ResponderError) in
+            guard !state.finished else {
+                throw ResponderError(.responseFinished, "trailer fields were set after the response ended")
+            }
+            state.trailers = fields.isEmpty ? nil : fields
+        }
+    }
+
     /// Ends the body: checks the declared length and sends the end (and the head, if no body
     /// byte was written).
     func finish() async throws {
-        let head = try self.state.withLock { state throws(ResponderError) -> HTTPResponse? in
-            guard !state.finished else { return nil }
+        let (head, trailers) = try self.state.withLock { state throws(ResponderError) -> (HTTPResponse?, HTTPFields?) in
+            guard !state.finished else { return (nil, nil) }
             if let declared = self.declaredLength, state.written != declared {
                 throw ResponderError(
                     .responseLengthMismatch,
@@ -76,12 +94,12 @@ final class ResponseBodyStream: Sendable {
             }
             state.finished = true
             defer { state.pendingHead = nil }
-            return state.pendingHead
+            return (state.pendingHead, state.trailers)
         }
         if let head {
-            try await self.link.write(contentsOf: CollectionOfTwo(.head(head), .end(nil)))
+            try await self.link.write(contentsOf: CollectionOfTwo(.head(head), .end(trailers)))
         } else {
-            try await self.link.write(.end(nil))
+            try await self.link.write(.end(trailers))
         }
     }
 

@@ -1,3 +1,4 @@
+import HTTPTypes
 import NIOCore
 
 /// Writes a streamed response body (see ``ResponderResponse/Body/stream(length:_:)``).
@@ -23,5 +24,17 @@ public struct ResponseBodyWriter: Sendable {
     /// - Throws: as ``write(_:)``.
     public func write(contentsOf buffers: some Collection<ByteBuffer> & Sendable) async throws {
         try await self.stream.write(buffers)
+    }
+
+    /// Sets the trailer fields sent after the body's last part, with its end (a chunked
+    /// HTTP/1.1 body's trailer section, or an HTTP/2 stream's trailing HEADERS frame). Call it
+    /// before the producer returns; a later call replaces the fields of an earlier one. A
+    /// response to `HEAD`, or with a status that has no body, sends none.
+    ///
+    /// - Throws: ``ResponderError`` ``ResponderError/Code/trailersNotAllowed`` when the body was
+    ///   declared with a length (`Content-Length` framing has no place for trailers), or
+    ///   ``ResponderError/Code/responseFinished`` after the response ended.
+    public func setTrailers(_ fields: HTTPFields) throws(ResponderError) {
+        try self.stream.setTrailers(fields)
     }
 }

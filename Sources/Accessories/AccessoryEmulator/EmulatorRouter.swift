@@ -51,6 +51,8 @@ struct EmulatorRouter: Sendable {
             return try await DelayEndpoint.respond(seconds: String(segments[1]))
         case ("etag", 1):
             return allow(Self.readOnly) ?? ETagEndpoint.respond(to: request.head)
+        case ("trailers", 1):
+            return try await TrailersEndpoint.respond(to: request)
         case ("upload", 1):
             if let refusal = allow([.post, .put]) { return refusal }
             return try await UploadEndpoint.respond(to: request)

@@ -87,8 +87,8 @@ struct BridgeConnection: Sendable {
                     // A part the exchange no longer takes (it ended early) is dropped; the
                     // connection closes after that answer.
                     _ = await relay?.send(buffer)
-                case .end:
-                    relay?.finish()
+                case .end(let trailers):
+                    relay?.finish(trailers: trailers.map(ProxyHeaders.trailerFields))
                     relay = nil
                 }
             }

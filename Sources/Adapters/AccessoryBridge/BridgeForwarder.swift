@@ -114,7 +114,7 @@ struct BridgeForwarder: Sendable {
                 group.addTask {
                     try await self.client.execute(request) { response in
                         progress.counts.withLock { $0.headArrived = true }
-                        var (responseHead, closeAfter) = ProxyHeaders.responseHead(
+                        var (responseHead, closeAfter, chunked) = ProxyHeaders.responseHead(
                             response.head,
                             forHEAD: forHEAD,
                             clientVersion: head.version
@@ -132,7 +132,10 @@ struct BridgeForwarder: Sendable {
                             try await Self.send(.body(.byteBuffer(part)), outbound)
                             progress.counts.withLock { $0.bytesOut += count }
                         }
-                        try await Self.send(.end(nil), outbound)
+                        // Trailers can follow only a chunked answer (ProxyHeaders keeps an answer
+                        // that announces them chunked); an HTTP/1.0 client gets none.
+                        let trailers = chunked ? response.body.trailers.map(ProxyHeaders.trailerHeaders) : nil
+                        try await Self.send(.end(trailers), outbound)
                         progress.counts.withLock { $0.endSent = true }
                     }
                     return true
@@ -245,6 +248,9 @@ struct BridgeForwarder: Sendable {
                         $0.lastBodyProgress = .now
                     }
                 }
+                // A chunked body's trailer fields go on with its end (a body with a length
+                // cannot have had any).
+                if let trailers = relay.trailers { try writer.setTrailers(trailers) }
             }
         }
         return AccessoryRequest(

@@ -1,4 +1,5 @@
 import AccessoryTransport
+import HTTPTypes
 import NIOCore
 import Synchronization
 
@@ -19,6 +20,8 @@ final class RequestBodyRelay: Sendable {
     }
 
     private let state = TrackedMutex(State.idle)
+    /// The trailer fields that ended the client's body, if any.
+    private let trailerFields = TrackedMutex<HTTPFields?>(nil)
     /// Called once, before the first part is asked for (the bridge sends `100 Continue` then).
     private let beforeFirstPull: TrackedMutex<(@Sendable () async throws -> Void)?>
 
@@ -57,10 +60,14 @@ final class RequestBodyRelay: Sendable {
         }
     }
 
-    /// The body is complete.
-    func finish() {
+    /// The body is complete; `trailers` followed it (a chunked body's trailer section).
+    func finish(trailers: HTTPFields? = nil) {
+        if let trailers, !trailers.isEmpty { self.trailerFields.withLock { $0 = trailers } }
         self.end(.finished)
     }
+
+    /// The trailer fields that followed the body; known once ``next()`` returned `nil`.
+    var trailers: HTTPFields? { self.trailerFields.withLock { $0 } }
 
     /// The body will not be complete: the client went away or sent something invalid.
     func fail(_ error: any Error) {

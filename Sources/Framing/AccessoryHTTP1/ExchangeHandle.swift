@@ -46,6 +46,8 @@ struct ExchangeHandle: Sendable {
     /// The same, readable at once from any thread (`nil` while the exchange goes on).
     let outcome: ExchangeOutcome
     let body: Body
+    /// Where the link records the response's trailer fields.
+    let trailers: TrailerFields
 
     enum Body: Sendable {
         /// The body streams through this producer from the start.
@@ -86,9 +88,14 @@ final class ExchangeOutcome: Sendable {
 /// small response is then usually complete, and is handed over as one buffer, with no async
 /// sequence (and no allocation and suspension per part) at all.
 final class PendingResponseBody {
+    let trailers: TrailerFields
     var buffer: ByteBuffer?
     var ended = false
     var failure: HTTPLinkError?
+
+    init(trailers: TrailerFields) {
+        self.trailers = trailers
+    }
 
     var byteCount: Int { self.buffer?.readableBytes ?? 0 }
 
@@ -114,14 +121,16 @@ final class PendingResponseBody {
     func claim(
         makeProducer: () -> ResponseBodyProducer.NewSequence
     ) -> (body: HTTPResponseBody, continuing: (source: ResponseBodyProducer.Source, wantsMore: Bool)?) {
-        if self.ended && self.failure == nil { return (HTTPResponseBody(buffered: self.buffer), nil) }
+        if self.ended && self.failure == nil {
+            return (HTTPResponseBody(buffered: self.buffer, trailers: self.trailers), nil)
+        }
         let producer = makeProducer()
         var wantsMore = true
         if let buffer = self.buffer, buffer.readableBytes > 0 {
             wantsMore = producer.source.yield(buffer) != .stopProducing
         }
         self.buffer = nil
-        let body = HTTPResponseBody(producer: producer.sequence)
+        let body = HTTPResponseBody(producer: producer.sequence, trailers: self.trailers)
         if let failure = self.failure {
             producer.source.finish(failure)
             return (body, nil)
@@ -138,6 +147,8 @@ struct ExchangePorts {
     private var mayWriteBody: EventLoopPromise<Bool>?
     private let completion: EventLoopPromise<Bool>
     let outcome = ExchangeOutcome()
+    /// The response's trailer fields, recorded before the body ends.
+    let trailers: TrailerFields
     var body: ResponseBodySink
     var timers: [Scheduled<Void>] = []
     /// An in-memory body held back until `100 Continue` (or the continue timeout).
@@ -150,9 +161,11 @@ struct ExchangePorts {
         head: EventLoopPromise<HTTPResponse>,
         mayWriteBody: EventLoopPromise<Bool>?,
         completion: EventLoopPromise<Bool>,
-        body: ResponseBodySink
+        body: ResponseBodySink,
+        trailers: TrailerFields
     ) {
         self.id = id
+        self.trailers = trailers
         self.head = head
         self.mayWriteBody = mayWriteBody
         self.completion = completion
@@ -174,10 +187,11 @@ struct ExchangePorts {
         let head = eventLoop.makePromise(of: HTTPResponse.self)
         let mayWriteBody = streamedRequestBody ? eventLoop.makePromise(of: Bool.self) : nil
         let completion = eventLoop.makePromise(of: Bool.self)
+        let trailers = TrailerFields()
         let sink: ResponseBodySink
         let handleBody: ExchangeHandle.Body
         if let limit = pendingResponseBody {
-            let pending = PendingResponseBody()
+            let pending = PendingResponseBody(trailers: trailers)
             sink = .pending(pending, limit: limit)
             handleBody = .pending(NIOLoopBound(pending, eventLoop: eventLoop))
         } else {
@@ -190,7 +204,8 @@ struct ExchangePorts {
             head: head,
             mayWriteBody: mayWriteBody,
             completion: completion,
-            body: sink
+            body: sink,
+            trailers: trailers
         )
         let handle = ExchangeHandle(
             id: id,
@@ -198,7 +213,8 @@ struct ExchangePorts {
             mayWriteBody: mayWriteBody?.futureResult,
             completion: completion.futureResult,
             outcome: ports.outcome,
-            body: handleBody
+            body: handleBody,
+            trailers: trailers
         )
         return (ports, handle)
     }

@@ -332,14 +332,17 @@ public final class HTTPLink: Sendable {
     ) async throws -> Result {
         let id = exchange.id
         let eventLoop = self.eventLoop
-        guard case .stream(_, let produce) = body.storage else {
+        guard case .stream(let length, let produce) = body.storage else {
             return try await self.deliver(exchange, handler: handler, handle)
         }
         // The request body is written while the response is awaited: a device may answer early.
         return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
             group.addTask {
                 guard let mayWriteBody = exchange.mayWriteBody, try await mayWriteBody.get() else { return }
-                let writer = RequestBodyWriter { buffer in
+                // Trailers follow only a chunked body (no length): Content-Length framing has no
+                // place for them.
+                let trailers = length == nil ? TrailerFields() : nil
+                let writer = RequestBodyWriter(trailers: trailers) { buffer in
                     try await eventLoop.flatSubmit { handler.value.writeBody(id: id, buffer) }.get()
                 }
                 do {
@@ -355,7 +358,8 @@ public final class HTTPLink: Sendable {
                     eventLoop.execute { handler.value.failRequest(id: id, failure) }
                     throw failure
                 }
-                eventLoop.execute { handler.value.endRequest(id: id) }
+                let trailerFields = trailers?.value
+                eventLoop.execute { handler.value.endRequest(id: id, trailers: trailerFields) }
             }
             do {
                 let result = try await self.deliver(exchange, handler: handler, handle)
@@ -381,7 +385,7 @@ public final class HTTPLink: Sendable {
         let body: HTTPResponseBody
         switch exchange.body {
         case .stream(let producer):
-            body = HTTPResponseBody(producer: producer)
+            body = HTTPResponseBody(producer: producer, trailers: exchange.trailers)
         case .pending(let pending):
             let claim = { @Sendable in handler.value.claimBody(pending.value, id: id, bodyHandler: handler) }
             body = self.eventLoop.inEventLoop ? claim() : try await self.eventLoop.submit(claim).get()

@@ -106,6 +106,11 @@ extension HTTPLinkHandler {
         return text
     }
 
+    /// Trailer fields on one line, as `-v` shows them.
+    static func render(_ trailers: HTTPHeaders) -> String {
+        trailers.map { "\($0.name): \($0.value)" }.joined(separator: "; ")
+    }
+
     static func render(_ head: HTTPResponseHead) -> String {
         var text = "HTTP/\(head.version.major).\(head.version.minor) \(head.status.code) \(head.status.reasonPhrase)"
         for (name, value) in head.headers { text += "\n\(name): \(value)" }

@@ -98,7 +98,11 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
             self.run(action, head: head)
         case .body(let buffer):
             self.run(self.machine.responseBody(byteCount: buffer.readableBytes), body: buffer)
-        case .end:
+        case .end(let trailers):
+            if let trailers, !trailers.isEmpty {
+                self.configuration.tracer?.emit(.note("trailer fields: \(Self.render(trailers))"))
+                self.ports?.trailers.record(HTTPFields(trailers, splitCookie: false))
+            }
             let overran = self.responseEnd.map { self.guardHandler.wentBeyondEnd(of: $0) } ?? false
             self.responseEnd = nil
             if overran {
@@ -238,9 +242,10 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return self.ports?.waitForWritability(on: context.eventLoop) ?? context.eventLoop.makeSucceededVoidFuture()
     }
 
-    func endRequest(id: UInt64) {
+    /// The streamed request body ended, followed by `trailers` (only for a chunked body).
+    func endRequest(id: UInt64, trailers: HTTPFields? = nil) {
         guard self.ports?.id == id, self.failure == nil else { return }
-        self.writeEnd(id: id, body: nil)
+        self.writeEnd(id: id, body: nil, trailers: trailers)
     }
 
     /// The caller's body source failed: the request on the wire is incomplete, so the link
@@ -339,13 +344,17 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Writes the end of the request (after `body`, if any) and tells the machine.
-    private func writeEnd(id: UInt64, body: ByteBuffer?) {
+    private func writeEnd(id: UInt64, body: ByteBuffer?, trailers: HTTPFields? = nil) {
         guard let context = self.context else { return }
         if let body, body.readableBytes > 0 {
             self.configuration.tracer?.emit(.requestBody(body))
             context.write(self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         }
-        context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
+        let trailerHeaders = trailers.map { HTTPHeaders($0) }
+        if let trailerHeaders {
+            self.configuration.tracer?.emit(.note("trailer fields: \(Self.render(trailerHeaders))"))
+        }
+        context.writeAndFlush(self.wrapOutboundOut(.end(trailerHeaders)), promise: nil)
         self.run(self.machine.requestEnded(id: id))
     }
 

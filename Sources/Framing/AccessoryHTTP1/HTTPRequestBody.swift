@@ -1,4 +1,5 @@
 import AccessoryTransport
+import HTTPTypes
 import NIOCore
 
 /// The body of a request sent over a link.
@@ -18,7 +19,8 @@ public struct HTTPRequestBody: Sendable {
     public static func bytes(_ buffer: ByteBuffer) -> HTTPRequestBody { HTTPRequestBody(storage: .bytes(buffer)) }
 
     /// A body produced while it is sent. `length`, when known, is sent as `Content-Length` (and
-    /// the producer must write exactly that many bytes); otherwise the body is sent chunked.
+    /// the producer must write exactly that many bytes); otherwise the body is sent chunked, and
+    /// the producer may end it with trailer fields (`RequestBodyWriter.setTrailers(_:)`).
     /// `writer.write` suspends while the link cannot take more, so memory stays bounded.
     public static func stream(
         length: Int? = nil,
@@ -46,9 +48,33 @@ public struct HTTPRequestBody: Sendable {
 /// Writes the parts of a streamed request body onto the link.
 public struct RequestBodyWriter: Sendable {
     let writeBuffer: @Sendable (ByteBuffer) async throws -> Void
+    /// Where ``setTrailers(_:)`` records its fields; `nil` for a body with a declared length.
+    let trailers: TrailerFields?
 
-    package init(writeBuffer: @escaping @Sendable (ByteBuffer) async throws -> Void) {
+    /// - Parameter trailers: where the trailer fields go, `nil` when the body cannot carry any.
+    package init(trailers: TrailerFields? = nil, writeBuffer: @escaping @Sendable (ByteBuffer) async throws -> Void) {
         self.writeBuffer = writeBuffer
+        self.trailers = trailers
+    }
+
+    /// Sets the trailer fields sent after the body's last part, with its end (a chunked
+    /// HTTP/1.1 body's trailer section, or an HTTP/2 stream's trailing HEADERS frame). Call it
+    /// before the producer returns; a later call replaces the fields of an earlier one.
+    ///
+    /// A recipient may use trailers only for what it can apply after the body (a checksum, a
+    /// final status); RFC 9110 §6.5 lists the fields that must not be sent in them (framing,
+    /// routing, authentication).
+    ///
+    /// - Throws: `HTTPLinkError` `invalid-request` when the body was declared with a length:
+    ///   `Content-Length` framing has no place for trailers; stream it with `length: nil`.
+    public func setTrailers(_ fields: HTTPFields) throws(HTTPLinkError) {
+        guard let trailers = self.trailers else {
+            throw HTTPLinkError(
+                .invalidRequest,
+                "trailer fields can follow only a body of unknown length (sent chunked); make the streamed body with length: nil"
+            )
+        }
+        trailers.record(fields)
     }
 
     /// Writes `buffer`; suspends while the link cannot take more (back-pressure).

@@ -18,20 +18,34 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
     }
 
     private let storage: Storage
+    /// Where the link records the trailer fields that follow the body.
+    private let trailerFields: TrailerFields?
 
-    init(producer: ResponseBodyProducer) {
+    init(producer: ResponseBodyProducer, trailers: TrailerFields?) {
         self.storage = .stream(producer)
+        self.trailerFields = trailers
     }
 
-    init(buffered: ByteBuffer?) {
+    init(buffered: ByteBuffer?, trailers: TrailerFields?) {
         self.storage = .buffered(buffered)
+        self.trailerFields = trailers
     }
 
     /// A body another kind of link delivers: `next` returns the next buffer, `nil` at the end.
-    /// It is called by one iteration at a time (the body is iterated once).
-    package init(next: @escaping @Sendable () async throws -> ByteBuffer?) {
+    /// It is called by one iteration at a time (the body is iterated once). The link records
+    /// the trailer fields in `trailers` before `next` returns `nil`.
+    package init(next: @escaping @Sendable () async throws -> ByteBuffer?, trailers: TrailerFields? = nil) {
         self.storage = .pull(next)
+        self.trailerFields = trailers
     }
+
+    /// The trailer fields the device sent after the body (a chunked HTTP/1.1 body's trailer
+    /// section, or an HTTP/2 stream's trailing HEADERS frame).
+    ///
+    /// Read it once the body has been read to its end (the iteration returned `nil`, or
+    /// ``collect(upTo:)`` returned): before that the fields may not have arrived. `nil` when the
+    /// response had none.
+    public var trailers: HTTPFields? { self.trailerFields?.value }
 
     /// The body when it was handed over whole (an empty buffer for none), `nil` when it streams.
     var wholeBody: ByteBuffer? {

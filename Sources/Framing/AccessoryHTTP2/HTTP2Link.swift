@@ -142,16 +142,20 @@ public final class HTTP2Link: Sendable {
                 stream.send(
                     buffer.readableBytes > 0 ? [.head(head), .body(buffer), .end(nil)] : [.head(head), .end(nil)]
                 )
-            case .stream(_, let produce):
+            case .stream(let length, let produce):
                 try await stream.sendWaiting(.head(head))
-                try await produce(RequestBodyWriter { try await stream.sendWaiting(.body($0)) })
-                try await stream.sendWaiting(.end(nil))
+                // The same rule as on HTTP/1.1: trailers follow only a body of unknown length.
+                let trailers = length == nil ? TrailerFields() : nil
+                try await produce(RequestBodyWriter(trailers: trailers) { try await stream.sendWaiting(.body($0)) })
+                let trailerFields = trailers?.value
+                if let trailerFields { tracer?.emit(.note("trailer fields: \(Self.render(trailerFields))")) }
+                try await stream.sendWaiting(.end(trailerFields))
             }
             let responseHead = try await stream.finalHead()
             tracer?.emit(.responseHead(Self.render(responseHead)))
             let response = HTTPLinkResponse(
                 head: responseHead,
-                body: HTTPResponseBody(next: { try await stream.nextBodyBuffer() })
+                body: HTTPResponseBody(next: { try await stream.nextBodyBuffer() }, trailers: stream.trailers)
             )
             return try await handle(response)
         } catch let error as HTTPLinkError {
@@ -169,6 +173,11 @@ public final class HTTP2Link: Sendable {
         } catch let error as ChannelError {
             throw HTTPLinkError(.linkClosed, "the HTTP/2 connection closed: \(error)", underlying: error)
         }
+    }
+
+    /// Trailer fields on one line, as `-v` shows them.
+    static func render(_ trailers: HTTPFields) -> String {
+        trailers.map { "\($0.name): \($0.value)" }.joined(separator: "; ")
     }
 
     /// A head as `-v` shows it: pseudo-header fields first, as on the wire.
@@ -223,7 +232,7 @@ public final class HTTP2Link: Sendable {
                                 handler
                             )
                         }
-                        return HTTP2StreamExchange(channel: stream, handler: handler)
+                        return HTTP2StreamExchange(channel: stream, handler: handler, tracer: configuration.tracer)
                     }
                 }
             } catch {

@@ -17,9 +17,14 @@ final class HTTP2StreamExchange: @unchecked Sendable {
     private var index = 0
     private var ending: ResponseStreamHandler.Ending?
     private var responseEnded = false
+    /// Where the response's trailer fields are recorded, before the body's end is reported.
+    let trailers = TrailerFields()
+    /// Reports trailer fields for `-v`.
+    private let tracer: LinkTracer?
 
-    init(channel: any Channel, handler: ResponseStreamHandler) {
+    init(channel: any Channel, handler: ResponseStreamHandler, tracer: LinkTracer? = nil) {
         self.channel = channel
+        self.tracer = tracer
         self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
     }
 
@@ -63,7 +68,12 @@ final class HTTP2StreamExchange: @unchecked Sendable {
             while !self.responseEnded, let part = try await self.nextPart() {
                 switch part {
                 case .body(let buffer): return buffer
-                case .end: self.responseEnded = true
+                case .end(let trailers):
+                    if let trailers, !trailers.isEmpty {
+                        self.tracer?.emit(.note("trailer fields: \(HTTP2Link.render(trailers))"))
+                        self.trailers.record(trailers)
+                    }
+                    self.responseEnded = true
                 case .head: throw HTTPLinkError(.malformedResponse, "the device sent a second response head")
                 }
             }

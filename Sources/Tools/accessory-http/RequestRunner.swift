@@ -96,6 +96,8 @@ struct RequestRunner {
                 let ok = buffer.withUnsafeReadableBytes { StandardOutput.write($0) }
                 if !ok { throw CLIError(.file, "cannot write to stdout: \(String(cString: strerror(errno)))") }
             }
+            // Trailer fields after the body, as curl -i prints them.
+            if include, let trailers = response.body.trailers { StandardOutput.write(Self.render(trailers)) }
             return response.status
         }
     }
@@ -109,9 +111,10 @@ struct RequestRunner {
         // OutputFile); with --fail an error body is never written, so the file stays as it was.
         let file = try OutputFile(path: path)
         let head: HTTPResponse
+        var trailers: HTTPFields?
         do {
-            head = try await client.execute(request) { response in
-                if fail && response.status.code >= 400 { return response.head }
+            (head, trailers) = try await client.execute(request) { response in
+                if fail && response.status.code >= 400 { return (response.head, nil) }
                 let total = response.head.headerFields[.contentLength].flatMap { Int64($0) }
                 var written: Int64 = 0
                 bar?.update(TransferProgress(bytesTransferred: 0, totalBytes: total))
@@ -120,7 +123,7 @@ struct RequestRunner {
                     written += Int64(buffer.readableBytes)
                     bar?.update(TransferProgress(bytesTransferred: written, totalBytes: total))
                 }
-                return response.head
+                return (response.head, response.body.trailers)
             }
         } catch {
             file.discard()
@@ -132,7 +135,10 @@ struct RequestRunner {
             try file.commit()
         }
         bar?.finish()
-        if self.options.include { StandardOutput.write(Self.render(head)) }
+        if self.options.include {
+            StandardOutput.write(Self.render(head))
+            if let trailers { StandardOutput.write(Self.render(trailers)) }
+        }
         return head.status
     }
 
@@ -145,6 +151,11 @@ struct RequestRunner {
             text += "\(UntrustedText.printable("\(field.name)")): \(UntrustedText.printable(field.value))\r\n"
         }
         return text + "\r\n"
+    }
+
+    /// Trailer fields as `-i` prints them after the body: one line each, escaped like the head.
+    static func render(_ trailers: HTTPFields) -> String {
+        trailers.map { "\(UntrustedText.printable("\($0.name)")): \(UntrustedText.printable($0.value))\r\n" }.joined()
     }
 }
 

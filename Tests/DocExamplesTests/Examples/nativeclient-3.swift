@@ -4,15 +4,19 @@
 import AccessoryClient
 import AccessoryDevices
 import AccessoryTransport
+import HTTPTypes
+import NIOCore
 
 func nativeclientExample3() async throws {
-    var configuration = AccessoryClient.Configuration()
-    configuration.credentialProvider = ClosureCredentialProvider(Credentials(user: "admin", password: "secret"))
-    let client = AccessoryClient(
-        transport: try DeviceResolver().transport(for: DeviceSpec(parsing: "emulator")),
-        configuration: configuration
-    )
-    let (head, _) = try await client.get("/digest-auth/auth/admin/secret")
-    print(head.status)   // 200 OK
+    let client = AccessoryClient(transport: try DeviceResolver().transport(for: DeviceSpec(parsing: "emulator")))
+    let request = AccessoryRequest(method: .post, path: "/trailers", body: .stream { writer in
+        try await writer.write(ByteBuffer(string: "a reading\n"))
+        try writer.setTrailers([HTTPField.Name("Reading-Count")!: "1"])
+    })
+    let trailers = try await client.execute(request) { response in
+        for try await _ in response.body {}
+        return response.body.trailers
+    }
+    print(trailers?[HTTPField.Name("Accessory-Request-Trailers")!] ?? "none")  // reading-count=1
     await client.shutdown()
 }

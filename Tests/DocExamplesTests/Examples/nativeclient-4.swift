@@ -6,12 +6,13 @@ import AccessoryDevices
 import AccessoryTransport
 
 func nativeclientExample4() async throws {
-    let spec = try DeviceSpec(parsing: "emulator?http=2")
     var configuration = AccessoryClient.Configuration()
-    configuration.link.httpVersion = spec.link.http
-    let client = AccessoryClient(transport: try DeviceResolver().transport(for: spec), configuration: configuration)
-    async let status = client.get("/status")
-    async let blob = client.get("/bytes/1048576")
-    print(try await status.0.status, try await blob.1.readableBytes)
+    configuration.credentialProvider = ClosureCredentialProvider(Credentials(user: "admin", password: "secret"))
+    let client = AccessoryClient(
+        transport: try DeviceResolver().transport(for: DeviceSpec(parsing: "emulator")),
+        configuration: configuration
+    )
+    let (head, _) = try await client.get("/digest-auth/auth/admin/secret")
+    print(head.status)   // 200 OK
     await client.shutdown()
 }

@@ -6,9 +6,12 @@ import AccessoryDevices
 import AccessoryTransport
 
 func nativeclientExample5() async throws {
-    let client = AccessoryClient(transport: try DeviceResolver().transport(for: DeviceSpec(parsing: "emulator")))
-    try await withTaskExecutorPreference(client.taskExecutor) {
-        for _ in 0..<100 { _ = try await client.get("/status") }
-    }
+    let spec = try DeviceSpec(parsing: "emulator?http=2")
+    var configuration = AccessoryClient.Configuration()
+    configuration.link.httpVersion = spec.link.http
+    let client = AccessoryClient(transport: try DeviceResolver().transport(for: spec), configuration: configuration)
+    async let status = client.get("/status")
+    async let blob = client.get("/bytes/1048576")
+    print(try await status.0.status, try await blob.1.readableBytes)
     await client.shutdown()
 }
