@@ -62,28 +62,36 @@ public final class AccessoryBridge: Sendable {
         /// the next request opens it again (`--idle-release`, ChromeOS ippusb_bridge's claim on
         /// demand). `nil`: the device is held while the bridge runs.
         public var idleRelease: Duration?
+        /// DNS-SD advertisement of the TCP listeners (off by default).
+        public var dnsSD = DNSSDConfiguration()
 
         /// A configuration with the defaults: the name "accessory", no device spec, a queue timeout of
         /// 30 s, a response timeout of 60 s, `Retry-After: 2`, one exchange at a time, loopback
         /// listeners only, socket files of mode 0660 in the group they were created with, a client idle
-        /// timeout of 60 s, a grace period of 10 s, and the device held while the bridge runs.
+        /// timeout of 60 s, a grace period of 10 s, the device held while the bridge runs, and no
+        /// DNS-SD advertisement.
         public init() {}
     }
 
-    private struct State {
+    struct State {
         var servers: [NIOAsyncChannel<BridgeChannel, Never>] = []
         var socketPaths: [String] = []
+        /// The TCP listeners as bound, for DNS-SD.
+        var boundTCP: [(host: String, port: Int)] = []
+        /// The running DNS-SD publishers.
+        var publishers: [HelperProcess] = []
+        var isShuttingDown = false
     }
 
     /// How the bridge serves its accessory, as given to ``init(client:configuration:logger:eventLoopGroup:)``.
     public let configuration: Configuration
-    private let client: AccessoryClient
-    private let logger: Logger
+    let client: AccessoryClient
+    let logger: Logger
     private let eventLoopGroup: any EventLoopGroup
     private let admission: BridgeAdmission
     private let statistics = BridgeStatistics()
     private let tracker = ConnectionTracker()
-    private let state = TrackedMutex(State())
+    let state = TrackedMutex(State())
 
     /// A bridge that carries requests over `client`'s link. It listens nowhere until ``bind(_:)``.
     ///
@@ -134,6 +142,7 @@ public final class AccessoryBridge: Sendable {
 
     /// Binds `listeners` (call before ``run()``); returns them as bound (a TCP port 0 resolved).
     public func bind(_ listeners: [BridgeListener]) async throws(BridgeError) -> [BridgeListener] {
+        try self.checkDNSSD()
         var bound: [BridgeListener] = []
         for listener in listeners {
             if !listener.isLocal && !self.configuration.allowRemote {
@@ -148,7 +157,9 @@ public final class AccessoryBridge: Sendable {
             case .unix, .inherited:
                 bound.append(listener)
             case .tcp(let host, _):
-                bound.append(.tcp(host: host, port: server.channel.localAddress?.port ?? 0))
+                let port = server.channel.localAddress?.port ?? 0
+                bound.append(.tcp(host: host, port: port))
+                self.state.withLock { $0.boundTCP.append((host, port)) }
             }
         }
         return bound
@@ -216,6 +227,8 @@ public final class AccessoryBridge: Sendable {
             Task { await self.releaseWhenIdle(after: idle) }
         }
         defer { releaser?.cancel() }
+        let advertiser = self.configuration.dnsSD.mode == .off ? nil : Task { await self.advertise() }
+        defer { advertiser?.cancel() }
         await withDiscardingTaskGroup { group in
             for server in servers {
                 group.addTask {
@@ -277,6 +290,7 @@ public final class AccessoryBridge: Sendable {
     /// closes every connection and removes the socket files; ``run()`` returns after it.
     public func shutdown() async {
         let (servers, paths) = self.state.withLock { ($0.servers, $0.socketPaths) }
+        await self.stopAdvertising()
         for path in paths { _ = unlink(path) }
         for server in servers { try? await server.channel.close() }
         self.tracker.drain()

@@ -16,6 +16,9 @@ public struct BridgeError: AccessoryError {
         public static let bindFailed = Code(rawValue: "bind-failed")
         /// Another process owns the accessory or the socket path.
         public static let alreadyOwned = Code(rawValue: "already-owned")
+        /// DNS-SD advertisement was required (``DNSSDConfiguration/Mode/on``) but its publisher
+        /// program is not installed.
+        public static let dnsSDUnavailable = Code(rawValue: "dns-sd-unavailable")
     }
 
     public let code: Code

@@ -38,6 +38,10 @@ public struct BridgeSection: Equatable, Sendable {
     public var socketGroup: String?
     /// `allow-remote = yes|no`: whether a TCP listener may bind beyond loopback.
     public var allowRemote = false
+    /// `dns-sd = auto|on|off`: DNS-SD advertisement of the section's reachable TCP listeners.
+    public var dnsSD: String?
+    /// `dns-sd-name = NAME`: the advertised instance name.
+    public var dnsSDName: String?
     /// `tls = yes|no`: TLS to the accessory on or off for this section, whatever the command
     /// line says; `nil` when the section does not say.
     public var tls: Bool?
@@ -56,7 +60,7 @@ public struct BridgeSection: Equatable, Sendable {
     }
 
     static let knownKeys =
-        "device, listen, host, queue-timeout, response-timeout, idle-release, client-idle-timeout, grace, socket-mode, socket-group, allow-remote, "
+        "device, listen, host, queue-timeout, response-timeout, idle-release, client-idle-timeout, grace, socket-mode, socket-group, allow-remote, dns-sd, dns-sd-name, "
         + tlsKeys.joined(separator: ", ") + ", tls"
 
     /// The TLS settings a section may carry, named as the command line's options.
@@ -78,6 +82,14 @@ public struct BridgeSection: Equatable, Sendable {
         case "socket-mode": self.socketMode = value
         case "socket-group": self.socketGroup = value
         case "allow-remote": self.allowRemote = try Self.yesOrNo(value, key, context)
+        case "dns-sd":
+            guard ["auto", "on", "off"].contains(value) else {
+                throw ConfigFileError(.invalidValue, "\(context): dns-sd must be auto, on or off, not \"\(value)\"")
+            }
+            self.dnsSD = value
+        case "dns-sd-name":
+            guard !value.isEmpty else { throw ConfigFileError(.invalidValue, "\(context): dns-sd-name needs a value") }
+            self.dnsSDName = value
         case "tls": self.tls = try Self.yesOrNo(value, key, context)
         case _ where Self.tlsKeys.contains(key):
             guard !value.isEmpty else {
@@ -127,6 +139,7 @@ public struct BridgeSection: Equatable, Sendable {
             && lhs.idleRelease == rhs.idleRelease && lhs.clientIdleTimeout == rhs.clientIdleTimeout
             && lhs.grace == rhs.grace && lhs.socketMode == rhs.socketMode && lhs.socketGroup == rhs.socketGroup
             && lhs.allowRemote == rhs.allowRemote && lhs.tls == rhs.tls && lhs.tlsArguments == rhs.tlsArguments
+            && lhs.dnsSD == rhs.dnsSD && lhs.dnsSDName == rhs.dnsSDName
     }
 }
 

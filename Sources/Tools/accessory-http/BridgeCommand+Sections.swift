@@ -67,6 +67,9 @@ extension Bridge {
         configuration.allowRemote = section.allowRemote || self.allowRemote
         configuration.socketMode = access.mode
         configuration.socketGroup = access.group
+        // Checked when parsed (the section's value) or by validate() (the option's).
+        configuration.dnsSD.mode = DNSSDConfiguration.Mode(rawValue: section.dnsSD ?? self.dnsSD) ?? .auto
+        configuration.dnsSD.instanceName = section.dnsSDName ?? self.dnsSDName
         return configuration
     }
 }

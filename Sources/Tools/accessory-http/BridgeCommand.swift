@@ -25,7 +25,8 @@ struct Bridge: AsyncParsableCommand {
             Without --listen, the accessories are the config file's [bridge NAME] sections (device,
             listen, host, and these options' names as keys), one bridge each in this process;
             SIGHUP reads the file again and starts, stops or restarts only the sections that
-            changed. See docs/bridge.md.
+            changed. TCP listeners that other machines can reach are advertised with DNS-SD
+            (_http._tcp) when avahi-publish is installed (--dns-sd). See docs/bridge.md.
             """
     )
 
@@ -97,6 +98,24 @@ struct Bridge: AsyncParsableCommand {
     )
     var socketGroup: String?
 
+    @Option(
+        name: .customLong("dns-sd"),
+        help: ArgumentHelp(
+            "Advertise TCP listeners that other machines can reach as _http._tcp with DNS-SD through avahi-publish: auto (when it is installed), on (fail without it) or off.",
+            valueName: "auto|on|off"
+        )
+    )
+    var dnsSD: String = "auto"
+
+    @Option(
+        name: .customLong("dns-sd-name"),
+        help: ArgumentHelp(
+            "The advertised instance name (default: the accessory's model and serial number from its /status, else the bridge's name).",
+            valueName: "name"
+        )
+    )
+    var dnsSDName: String?
+
     func validate() throws {
         for listener in self.listen where listener != "systemd" {
             do { _ = try BridgeListener(parsing: listener) } catch { throw ValidationError(error.message) }
@@ -108,6 +127,9 @@ struct Bridge: AsyncParsableCommand {
         ]
         where !(value > 0 && value <= 86_400) {
             throw ValidationError("\(name) \(value) is not a number of seconds from 0 to 86400")
+        }
+        if DNSSDConfiguration.Mode(rawValue: self.dnsSD) == nil {
+            throw ValidationError("--dns-sd \(self.dnsSD) is not auto, on or off")
         }
         if let socketMode { _ = try SocketAccess.parseMode(socketMode) }
         if let socketGroup { _ = try SocketAccess.parseGroup(socketGroup) }
@@ -239,7 +261,8 @@ struct Bridge: AsyncParsableCommand {
             return try await bridge.bind(listeners)
         } catch {
             await client.shutdown()
-            throw CLIError(error.code == .alreadyOwned ? .transport : .failure, error.message)
+            let unavailable = error.code == .alreadyOwned || error.code == .dnsSDUnavailable
+            throw CLIError(unavailable ? .transport : .failure, error.message)
         }
     }
 
