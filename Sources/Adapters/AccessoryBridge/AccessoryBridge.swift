@@ -41,9 +41,9 @@ public final class AccessoryBridge: Sendable {
         public var responseTimeout: Duration = .seconds(60)
         /// The `Retry-After` of a 503, in seconds.
         public var retryAfterSeconds = 2
-        /// Exchanges carried on the link at once. `nil` (the default) follows the client's link:
-        /// 1 on HTTP/1.1, where exchanges take turns anyway, and 100 on HTTP/2, whose streams run
-        /// at once (100 is the concurrent-stream limit RFC 9113 recommends a peer allow at least).
+        /// Exchanges carried at once. `nil` (the default) follows the links: per link, 1 on
+        /// HTTP/1.1, where exchanges take turns anyway, and 100 on HTTP/2, whose streams run at
+        /// once (100 is the concurrent-stream limit RFC 9113 recommends a peer allow at least).
         public var maxConcurrentExchanges: Int? = nil
         /// Allow TCP listeners on addresses other than loopback (anyone who can reach the
         /// address can then use the accessory).
@@ -85,7 +85,10 @@ public final class AccessoryBridge: Sendable {
 
     /// How the bridge serves its accessory, as given to ``init(client:configuration:logger:eventLoopGroup:)``.
     public let configuration: Configuration
-    let client: AccessoryClient
+    /// The links' clients (one per link).
+    let pool: BridgeClientPool
+    /// The first link's client.
+    var client: AccessoryClient { self.pool.first }
     let logger: Logger
     private let eventLoopGroup: any EventLoopGroup
     private let admission: BridgeAdmission
@@ -103,19 +106,48 @@ public final class AccessoryBridge: Sendable {
     ///     `accessory-http.bridge`.
     ///   - eventLoopGroup: The event loops the listeners and client connections run on; NIO's
     ///     `MultiThreadedEventLoopGroup.singleton` by default.
-    public init(
+    public convenience init(
         client: AccessoryClient,
         configuration: Configuration = .init(),
         logger: Logger = Logger(label: "accessory-http.bridge"),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
-        self.client = client
+        self.init(pool: [client], configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup)
+    }
+
+    /// A bridge that carries requests over several links to one accessory, each through its own
+    /// client: a USB device with several qualifying interfaces serves one link per interface
+    /// (`DeviceResolver.concurrentLinks(for:)` in AccessoryDevices counts them), so that many
+    /// exchanges run at once on HTTP/1.1. Each exchange takes the least busy link.
+    ///
+    /// - Parameters:
+    ///   - clients: One client per link, at least one; an empty array is taken as a mistake
+    ///     and fails every request with 502.
+    ///   - configuration: How the bridge serves its accessory.
+    ///   - logger: Where connections, exchanges and errors are logged.
+    ///   - eventLoopGroup: The event loops the listeners and client connections run on.
+    public convenience init(
+        clients: [AccessoryClient],
+        configuration: Configuration = .init(),
+        logger: Logger = Logger(label: "accessory-http.bridge"),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.init(pool: clients, configuration: configuration, logger: logger, eventLoopGroup: eventLoopGroup)
+    }
+
+    private init(
+        pool clients: [AccessoryClient],
+        configuration: Configuration,
+        logger: Logger,
+        eventLoopGroup: any EventLoopGroup
+    ) {
+        self.pool = BridgeClientPool(clients)
         self.configuration = configuration
         self.logger = logger
         self.eventLoopGroup = eventLoopGroup
-        self.admission = BridgeAdmission(
-            limit: configuration.maxConcurrentExchanges ?? (client.configuration.link.httpVersion == .http2 ? 100 : 1)
-        )
+        // Each link carries one exchange at a time on HTTP/1.1 and up to 100 on HTTP/2.
+        let perLink = clients.first?.configuration.link.httpVersion == .http2 ? 100 : 1
+        self.admission = BridgeAdmission(limit: configuration.maxConcurrentExchanges ?? perLink * max(1, clients.count))
     }
 
     /// What the bridge has done so far, and the link's state.
@@ -124,8 +156,9 @@ public final class AccessoryBridge: Sendable {
         var status = BridgeStatus(
             name: self.configuration.name,
             device: self.configuration.device,
-            linkOpens: self.client.http2?.openCount ?? self.client.link.openCount,
-            linkRenewals: self.client.link.renewalCount,
+            links: self.pool.clients.count,
+            linkOpens: self.pool.clients.reduce(0) { $0 + ($1.http2?.openCount ?? $1.link.openCount) },
+            linkRenewals: self.pool.clients.reduce(0) { $0 + $1.link.renewalCount },
             requests: 0,
             active: load.active,
             queued: load.queued,
@@ -257,7 +290,8 @@ public final class AccessoryBridge: Sendable {
             guard let quiet = self.admission.idleSince, quiet != handled, quiet.duration(to: .now) >= idle,
                 self.admission.closeIfIdle()
             else { continue }
-            let released = await self.client.releaseTransport()
+            var released = false
+            for client in self.pool.clients where await client.releaseTransport() { released = true }
             self.admission.reopen()
             handled = self.admission.idleSince
             if released {
@@ -276,7 +310,7 @@ public final class AccessoryBridge: Sendable {
         let peer = await PeerIdentity.describe(channel.channel)
         self.logger.debug("connection from \(peer)")
         let forwarder = BridgeForwarder(
-            client: self.client,
+            pool: self.pool,
             configuration: self.configuration,
             admission: self.admission,
             statistics: self.statistics,

@@ -15,7 +15,7 @@ struct BridgeForwarder: Sendable {
     /// The path of the status document on every listener.
     static let statusPath = "/.well-known/accessory-http/status"
 
-    let client: AccessoryClient
+    let pool: BridgeClientPool
     let configuration: AccessoryBridge.Configuration
     let admission: BridgeAdmission
     let statistics: BridgeStatistics
@@ -112,31 +112,33 @@ struct BridgeForwarder: Sendable {
         do {
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 group.addTask {
-                    try await self.client.execute(request) { response in
-                        progress.counts.withLock { $0.headArrived = true }
-                        var (responseHead, closeAfter, chunked) = ProxyHeaders.responseHead(
-                            response.head,
-                            forHEAD: forHEAD,
-                            clientVersion: head.version
-                        )
-                        let close = closeAfter || !clientKeepAlive
-                        if close { responseHead.headers.replaceOrAdd(name: "Connection", value: "close") }
-                        progress.counts.withLock {
-                            $0.status = Int(responseHead.status.code)
-                            $0.closeAfter = close
+                    try await self.pool.withClient { client in
+                        try await client.execute(request) { response in
+                            progress.counts.withLock { $0.headArrived = true }
+                            var (responseHead, closeAfter, chunked) = ProxyHeaders.responseHead(
+                                response.head,
+                                forHEAD: forHEAD,
+                                clientVersion: head.version
+                            )
+                            let close = closeAfter || !clientKeepAlive
+                            if close { responseHead.headers.replaceOrAdd(name: "Connection", value: "close") }
+                            progress.counts.withLock {
+                                $0.status = Int(responseHead.status.code)
+                                $0.closeAfter = close
+                            }
+                            try await Self.send(.head(responseHead), outbound)
+                            progress.counts.withLock { $0.headSent = true }
+                            for try await part in response.body where !forHEAD {
+                                let count = part.readableBytes
+                                try await Self.send(.body(.byteBuffer(part)), outbound)
+                                progress.counts.withLock { $0.bytesOut += count }
+                            }
+                            // Trailers can follow only a chunked answer (ProxyHeaders keeps an answer
+                            // that announces them chunked); an HTTP/1.0 client gets none.
+                            let trailers = chunked ? response.body.trailers.map(ProxyHeaders.trailerHeaders) : nil
+                            try await Self.send(.end(trailers), outbound)
+                            progress.counts.withLock { $0.endSent = true }
                         }
-                        try await Self.send(.head(responseHead), outbound)
-                        progress.counts.withLock { $0.headSent = true }
-                        for try await part in response.body where !forHEAD {
-                            let count = part.readableBytes
-                            try await Self.send(.body(.byteBuffer(part)), outbound)
-                            progress.counts.withLock { $0.bytesOut += count }
-                        }
-                        // Trailers can follow only a chunked answer (ProxyHeaders keeps an answer
-                        // that announces them chunked); an HTTP/1.0 client gets none.
-                        let trailers = chunked ? response.body.trailers.map(ProxyHeaders.trailerHeaders) : nil
-                        try await Self.send(.end(trailers), outbound)
-                        progress.counts.withLock { $0.endSent = true }
                     }
                     return true
                 }

@@ -12,6 +12,8 @@ public struct BridgeStatus: Sendable, Hashable {
     public var name: String
     /// The device spec the link was opened from.
     public var device: String
+    /// The links the bridge carries exchanges on (one per USB interface it may use; else 1).
+    public var links = 1
     /// Times the link's byte stream was opened.
     public var linkOpens: Int
     /// Times sessions were restarted on the link's byte stream without reopening it.
@@ -44,7 +46,7 @@ public struct BridgeStatus: Sendable, Hashable {
         var fields = [
             "\"name\":\(Self.quote(self.name))",
             "\"device\":\(Self.quote(self.device))",
-            "\"link\":{\"opens\":\(self.linkOpens),\"renewals\":\(self.linkRenewals),\"idleReleases\":\(self.idleReleases)}",
+            "\"link\":{\"count\":\(self.links),\"opens\":\(self.linkOpens),\"renewals\":\(self.linkRenewals),\"idleReleases\":\(self.idleReleases)}",
             "\"requests\":\(self.requests)",
             "\"active\":\(self.active)",
             "\"queued\":\(self.queued)",

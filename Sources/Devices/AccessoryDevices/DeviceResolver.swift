@@ -73,6 +73,17 @@ public struct DeviceResolver: Sendable {
         }
     }
 
+    /// How many links `spec`'s device can carry at once, each through its own transport: for a
+    /// `usb:` spec without `interface=`, the device's qualifying interfaces as attached now (at
+    /// most its `max-interfaces` quirk), since each open claims the first free one; 1 for every
+    /// other kind, and for a USB device that is not attached.
+    public func concurrentLinks(for spec: DeviceSpec) -> Int {
+        guard case .usb(let selector) = spec.kind else { return 1 }
+        var configuration = USBTransport.Configuration()
+        if let quirks = self.quirks(for: selector) { configuration.apply(quirks) }
+        return USBTransport(selector: selector, configuration: configuration).concurrentLinks()
+    }
+
     /// The quirks configured for `selector`, if any.
     public func quirks(for selector: USBDeviceSelector) -> USBQuirks? {
         self.usbQuirks[selector.description]

@@ -80,7 +80,7 @@ final class BridgeSupervisor {
     private struct Running {
         let section: BridgeSection
         let bridge: AccessoryBridge
-        let client: AccessoryClient
+        let clients: [AccessoryClient]
         let ownership: DeviceOwnership?
         let task: Task<Void, Never>
     }
@@ -160,13 +160,12 @@ final class BridgeSupervisor {
         } catch {
             throw CLIError(.transport, "[bridge \(section.name)]: \(error.message)")
         }
-        let client: AccessoryClient
+        let clients: [AccessoryClient]
         do {
-            (client, _) = try globals.makeClient(
+            clients = try self.command.makeClients(
                 for: spec,
                 config: config,
                 host: section.host ?? globals.host ?? config.host,
-                redirects: .none,
                 tls: try Self.tlsOptions(of: section)
             )
         } catch {
@@ -179,15 +178,15 @@ final class BridgeSupervisor {
         // Each line a section's bridge logs names its accessory.
         var logger = Logger(label: "accessory-http.bridge")
         logger[metadataKey: "accessory"] = "\(section.name)"
-        let bridge = AccessoryBridge(client: client, configuration: configuration, logger: logger)
+        let bridge = AccessoryBridge(clients: clients, configuration: configuration, logger: logger)
         let bound: [BridgeListener]
         do {
             bound = try await bridge.bind(listeners)
         } catch {
-            await client.shutdown()
+            for client in clients { await client.shutdown() }
             ownership?.release()
             throw CLIError(
-                error.code == .alreadyOwned ? .transport : .failure,
+                error.code == .alreadyOwned || error.code == .dnsSDUnavailable ? .transport : .failure,
                 "[bridge \(section.name)]: \(error.message)"
             )
         }
@@ -203,7 +202,7 @@ final class BridgeSupervisor {
         self.running[section.name] = Running(
             section: section,
             bridge: bridge,
-            client: client,
+            clients: clients,
             ownership: ownership,
             task: task
         )
@@ -213,7 +212,7 @@ final class BridgeSupervisor {
         guard let running = self.running.removeValue(forKey: name) else { return }
         await running.bridge.shutdown()
         await running.task.value
-        await running.client.shutdown()
+        for client in running.clients { await client.shutdown() }
         running.ownership?.release()
         self.logger.info("[\(name)] stopped")
     }

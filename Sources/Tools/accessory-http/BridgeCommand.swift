@@ -1,6 +1,7 @@
 import AccessoryBridge
 import AccessoryClient
 import AccessoryDevices
+import AccessoryTransport
 import ArgumentParser
 import Logging
 
@@ -166,12 +167,12 @@ struct Bridge: AsyncParsableCommand {
             return
         }
         let listeners = try self.parsedListeners()
-        let (spec, _) = try self.globals.resolveDevice()
+        let (spec, config) = try self.globals.resolveDevice()
         // The emulator lives in this process: there is no device to share.
         let ownership = spec.kind == .emulator ? nil : try Self.takeOwnership(of: spec.description)
-        let (client, _, _) = try self.globals.makeClient(redirects: .none)
+        let clients = try self.makeClients(for: spec, config: config, host: self.globals.host ?? config?.host)
         let bridge = AccessoryBridge(
-            client: client,
+            clients: clients,
             configuration: try self.bridgeConfiguration(device: spec.description)
         )
         // SIGHUP must not end a bridge whose unit reloads it (the default action would): with
@@ -190,7 +191,7 @@ struct Bridge: AsyncParsableCommand {
             ignored.cancel()
             reloads.stop()
         }
-        let bound = try await Self.bind(bridge, listeners, client: client)
+        let bound = try await Self.bind(bridge, listeners, clients: clients)
         for listener in bound {
             if !listener.isLocal {
                 StandardError.write(
@@ -199,6 +200,11 @@ struct Bridge: AsyncParsableCommand {
             }
             StandardError.write("accessory-http bridge: serving \(spec) on \(listener)\n")
         }
+        if clients.count > 1 {
+            StandardError.write(
+                "accessory-http bridge: \(clients.count) links, one on each of the device's interfaces\n"
+            )
+        }
         // SIGTERM and SIGINT end the work through cancellation (runReportingErrors): stop
         // accepting, let exchanges under way finish, then return.
         await withTaskCancellationHandler {
@@ -206,8 +212,31 @@ struct Bridge: AsyncParsableCommand {
         } onCancel: {
             Task { await bridge.shutdown() }
         }
-        await client.shutdown()
+        for client in clients { await client.shutdown() }
         ownership?.release()
+    }
+
+    /// The clients of a bridge to `spec`: one per link the device can carry at once (one per
+    /// qualifying USB interface; else one).
+    func makeClients(
+        for spec: DeviceSpec,
+        config: ConfigFile?,
+        host: String?,
+        tls: TLSOptions? = nil
+    ) throws(CLIError) -> [AccessoryClient] {
+        let count = DeviceResolver(usbQuirks: config?.usbQuirks ?? [:]).concurrentLinks(for: spec)
+        var clients: [AccessoryClient] = []
+        for _ in 0..<count {
+            let (client, _) = try self.globals.makeClient(
+                for: spec,
+                config: config,
+                host: host,
+                redirects: .none,
+                tls: tls
+            )
+            clients.append(client)
+        }
+        return clients
     }
 
     private func parsedListeners() throws(CLIError) -> [BridgeListener] {
@@ -255,12 +284,12 @@ struct Bridge: AsyncParsableCommand {
     private static func bind(
         _ bridge: AccessoryBridge,
         _ listeners: [BridgeListener],
-        client: AccessoryClient
+        clients: [AccessoryClient]
     ) async throws -> [BridgeListener] {
         do {
             return try await bridge.bind(listeners)
         } catch {
-            await client.shutdown()
+            for client in clients { await client.shutdown() }
             let unavailable = error.code == .alreadyOwned || error.code == .dnsSDUnavailable
             throw CLIError(unavailable ? .transport : .failure, error.message)
         }

@@ -102,7 +102,10 @@ enum StatusFetch {
         for accessory in accessories {
             let link = accessory["link"] as? [String: Any] ?? [:]
             lines.append("\(accessory["name"] ?? "?") (\(accessory["device"] ?? "?"))")
-            lines.append("  link: opened \(link["opens"] ?? 0) times, \(link["renewals"] ?? 0) restarts in band")
+            let count = (link["count"] as? Int).map { $0 > 1 ? "\($0) links, " : "" } ?? ""
+            lines.append(
+                "  link: \(count)opened \(link["opens"] ?? 0) times, \(link["renewals"] ?? 0) restarts in band"
+            )
             lines.append(
                 "  requests: \(accessory["requests"] ?? 0) answered, \(accessory["active"] ?? 0) on the link, \(accessory["queued"] ?? 0) waiting"
             )

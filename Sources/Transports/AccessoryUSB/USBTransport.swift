@@ -136,6 +136,16 @@ public struct USBTransport: ByteStreamTransport {
         }
     }
 
+    /// How many links the device can carry at once: its qualifying interfaces (at most
+    /// ``Configuration/maxInterfaces``), each claimed by one open. 1 when the selector names an
+    /// interface, or when the device cannot be looked at now (not attached, not accessible).
+    public func concurrentLinks() -> Int {
+        guard self.selector.interfaceNumber == nil, let device = try? self.findDevice(),
+            let interfaces = try? self.qualifyingInterfaces(of: device)
+        else { return 1 }
+        return max(1, interfaces.count)
+    }
+
     /// Finds the device and opens it; returns its qualifying interfaces too.
     func openDevice() throws(TransportError) -> (LibUSBDeviceHandle, [USBLinkInterface]) {
         let device = try self.findDevice()
