@@ -1,4 +1,3 @@
-import AccessoryTestSupport
 import Foundation
 import Testing
 
@@ -22,8 +21,11 @@ enum AvahiDaemon {
                 "avahi-daemon is not running and starting it needs root; start it (avahi-daemon -D) first"
             )
         }
-        // Daemonized, with every standard descriptor on /dev/null, through system(3): the
-        // harness's Process-based `run` did not see a daemonizing command's shell exit.
+        // Daemonized through Python's subprocess (close_fds), never through a shell: a daemon
+        // keeps whatever descriptors it inherits, and this process has many that are not
+        // close-on-exec — other tests' pipes to their children (a child that never sees its
+        // pipe's end never exits), and Foundation's exit-watch socket of every Process (whose
+        // end tells Process that its child exited: `sh -c 'dbus-daemon --fork'` never did).
         let startedBus = !FileManager.default.fileExists(atPath: "/run/dbus/system_bus_socket")
         if startedBus {
             guard which("dbus-daemon") != nil || FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon")
@@ -31,23 +33,32 @@ enum AvahiDaemon {
                 throw AvahiFailure("dbus-daemon is not installed (package dbus); run scripts/bootstrap")
             }
             // A pid file left by a bus that is gone would stop this one from starting.
-            let bus = await shell(
-                "mkdir -p /run/dbus && rm -f /run/dbus/pid && dbus-daemon --system --fork </dev/null >/dev/null 2>&1"
-            )
-            guard bus == 0 else { throw AvahiFailure("could not start a system D-Bus: system(3) returned \(bus)") }
+            try FileManager.default.createDirectory(atPath: "/run/dbus", withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(atPath: "/run/dbus/pid")
+            let bus = try await daemonize(["dbus-daemon", "--system", "--fork"], scratch: scratch)
+            guard bus.status == 0 else { throw AvahiFailure("could not start a system D-Bus: \(bus)") }
         }
         let stop: @Sendable () async -> Void = {
             _ = try? await run(daemon, ["--kill"], scratch: scratch)
             if startedBus {
-                _ = await shell("kill $(cat /run/dbus/pid) && rm -f /run/dbus/system_bus_socket /run/dbus/pid")
+                if let text = try? String(contentsOfFile: "/run/dbus/pid", encoding: .utf8),
+                    let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+                {
+                    _ = kill(pid, SIGKILL)  // dbus-daemon here does not end on SIGTERM
+                }
+                try? FileManager.default.removeItem(atPath: "/run/dbus/system_bus_socket")
+                try? FileManager.default.removeItem(atPath: "/run/dbus/pid")
             }
         }
-        let avahi = await shell("\(daemon.path) --daemonize --no-drop-root --no-chroot </dev/null >/dev/null 2>&1")
+        let avahi = try await daemonize(
+            [daemon.path, "--daemonize", "--no-drop-root", "--no-chroot"],
+            scratch: scratch
+        )
         let deadline = ContinuousClock.now + .seconds(10)
         while try await run(daemon, ["--check"], scratch: scratch).status != 0 {
             guard ContinuousClock.now < deadline else {
                 await stop()
-                throw AvahiFailure("avahi-daemon did not come up within 10 s (system(3) returned \(avahi))")
+                throw AvahiFailure("avahi-daemon did not come up within 10 s: \(avahi)")
             }
             try await Task.sleep(for: .milliseconds(100))
         }
@@ -55,9 +66,14 @@ enum AvahiDaemon {
     }
 }
 
-/// `system(3)` on a thread of its own: its wait blocks.
-private func shell(_ command: String) async -> CInt {
-    await offPool { system(command) }
+/// Runs `arguments` (a daemon that forks into the background) with no descriptor but
+/// /dev/null on 0, 1 and 2, and waits for the foreground process to exit.
+private func daemonize(_ arguments: [String], scratch: Scratch) async throws -> RunResult {
+    let python = try #require(which("python3"), "python3 is not installed")
+    let script =
+        "import subprocess, sys; d = subprocess.DEVNULL; "
+        + "sys.exit(subprocess.run(sys.argv[1:], stdin=d, stdout=d, stderr=d, close_fds=True).returncode)"
+    return try await run(python, ["-c", script] + arguments, scratch: scratch)
 }
 
 extension URL {
