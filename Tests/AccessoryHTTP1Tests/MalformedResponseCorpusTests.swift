@@ -83,6 +83,12 @@ struct MalformedResponseCorpusTests {
             .malformedResponse,
             "Transfer-Encoding"
         ),
+        Case(
+            "Content-Length in the trailer section",
+            ok + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nContent-Length: 3\r\n\r\n",
+            .malformedResponse,
+            "content-length"
+        ),
         Case("a status of 2OO", "HTTP/1.1 2OO OK\r\nContent-Length: 0\r\n\r\n", .malformedResponse, "status line"),
         Case(
             "a 1 MiB status line",
@@ -133,6 +139,36 @@ struct MalformedResponseCorpusTests {
         try await withLink(device.transport) { (link) async throws in
             #expect(try await link.fetch("/extended").body == "hello")
             #expect(try await link.fetch("/next").body == "ok /next")
+        }
+    }
+
+    /// Framing and connection fields in a chunked answer's trailer section (RFC 9110 §6.5.1 keeps
+    /// them out): NIO's parser (llhttp) applies `Connection: close` or a `Transfer-Encoding`
+    /// there to its keep-alive decision and drops every later byte, so a link kept for reuse
+    /// would never see the next answer (found by the `response` fuzz target). The answer is
+    /// whole and delivered, and the link is not reused: the next request goes out on a fresh
+    /// connection and is answered, 16 rounds each.
+    @Test(arguments: [
+        "Transfer-Encoding: gzip", "Connection: close", "Transfer-Encoding: chunked",
+        "connection: keep-alive", "X-Checksum: 1",
+    ])
+    func framingFieldsInTrailersEndTheLink(field: String) async throws {
+        let answer = Self.ok + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n" + field + "\r\n\r\n"
+        let device = ScriptedDevice { _ in
+            // Answers by path: a kept link carries every round, a fresh one whatever comes next.
+            Array(
+                repeating: .respond { $0.path == "/trailed" ? Array(answer.utf8) : Reply.ok("ok " + $0.path) },
+                count: 32
+            ).flatMap { [DeviceStep.readRequest, $0] }
+        }
+        try await withLink(device.transport) { (link) async throws in
+            for round in 0..<16 {
+                #expect(try await link.fetch("/trailed").body == "abc", "\(field), round \(round)")
+                let clock = ContinuousClock()
+                let start = clock.now
+                #expect(try await link.fetch("/next").body == "ok /next", "\(field), round \(round)")
+                #expect(clock.now - start < .seconds(1), "\(field), round \(round): the next answer was late")
+            }
         }
     }
 }

@@ -10,6 +10,15 @@ extension HTTPLinkHandler {
         head.headers["expect"].contains { $0.lowercased() == "100-continue" }
     }
 
+    /// Whether a trailer section carries `Connection` or `Transfer-Encoding`, which RFC 9110
+    /// §6.5.1 keeps out of it: NIO's parser (llhttp) applies them to its keep-alive decision
+    /// anyway (`Connection: close`, or a coding other than `chunked`, make it drop every later
+    /// byte), so a link kept for reuse could wait for an answer it will never pass on.
+    static func steersTheConnection(_ trailers: HTTPHeaders?) -> Bool {
+        guard let trailers else { return false }
+        return trailers.contains(name: "connection") || trailers.contains(name: "transfer-encoding")
+    }
+
     /// NIO's decompressor calls a bodiless answer (HEAD, 204, 304) that carries a
     /// Content-Encoding truncated: there was nothing to decode, so it is no error.
     static func hadNothingToDecode(_ error: any Error, bodiless: Bool) -> Bool {

@@ -20,12 +20,12 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The largest single read from the device (the receive allocator's maximum).
     static let maximumReadSize = 256 * 1024
 
-    private var machine: LinkStateMachine
-    private var ports: ExchangePorts?
-    private var context: ChannelHandlerContext?
-    private let guardHandler: LinkGuardHandler
-    private let configuration: LinkConfiguration
-    private let eventLoop: any EventLoop
+    var machine: LinkStateMachine
+    var ports: ExchangePorts?
+    var context: ChannelHandlerContext?
+    let guardHandler: LinkGuardHandler
+    let configuration: LinkConfiguration
+    let eventLoop: any EventLoop
     private var readPending = false
     private var isActive = false
     private var idleWatch: IdleWatch
@@ -110,7 +110,11 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     .note("the device sent bytes after the end of the response; the link will be reopened")
                 )
             }
-            self.run(self.machine.responseEnded(bytesFollowed: overran))
+            let steers = Self.steersTheConnection(trailers)
+            if steers {
+                self.configuration.tracer?.emit(.note("trailer fields steer the connection; the link will be reopened"))
+            }
+            self.run(self.machine.responseEnded(bytesFollowed: overran, connectionFieldsInTrailers: steers))
         }
     }
 
@@ -131,19 +135,6 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     // MARK: Calls from the async side (on the event loop)
-
-    /// Discards input until the line has been quiet for the configured period (or the maximum
-    /// settle time passed). Used after reopening a transport that may carry stale bytes.
-    func settle() -> EventLoopFuture<Void> {
-        let tracer = self.configuration.tracer
-        return self.guardHandler.settle(
-            quietPeriod: TimeAmount(self.configuration.settleQuietPeriod),
-            maxDuration: TimeAmount(self.configuration.settleMaxDuration),
-            on: self.eventLoop
-        ).map { discarded in
-            if discarded > 0 { tracer?.emit(.note("discarded \(discarded) stale byte(s) after reopening")) }
-        }
-    }
 
     /// - Parameter pendingBody: gather the body until the consumer claims it on this event loop
     ///   (only for a consumer that runs on it), instead of streaming it from the start.
@@ -210,73 +201,9 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return handle
     }
 
-    /// Hands the body of exchange `id` to its consumer: the whole body when it has already
-    /// arrived, else a stream that starts with what has arrived so far.
-    func claimBody(
-        _ pending: PendingResponseBody,
-        id: UInt64,
-        bodyHandler: NIOLoopBound<HTTPLinkHandler>
-    ) -> HTTPResponseBody {
-        let claimed = pending.claim { self.makeProducer(id: id, bodyHandler: bodyHandler) }
-        guard let (source, wantsMore) = claimed.continuing else { return claimed.body }
-        if self.ports?.id == id, self.ports?.body.claim(pending, continuingIn: source) == true {
-            self.run(self.machine.consumerDemand(id: id, wantsMore: wantsMore))
-        } else {
-            source.finish(self.failure ?? HTTPLinkError(.linkClosed, "the link closed during the response"))
-        }
-        return claimed.body
-    }
-
-    /// Writes one part of a streamed request body. The future completes when the link can take
-    /// more (back-pressure), so a fast producer never fills memory.
-    func writeBody(id: UInt64, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        guard let context = self.context, self.ports?.id == id, self.failure == nil else {
-            return self.eventLoop.makeFailedFuture(
-                self.failure ?? HTTPLinkError(.linkClosed, "the link closed while the request body was being sent")
-            )
-        }
-        self.configuration.tracer?.emit(.requestBody(buffer))
-        // A failed write surfaces through errorCaught/channelInactive, which fail the exchange.
-        context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-        if context.channel.isWritable { return context.eventLoop.makeSucceededVoidFuture() }
-        return self.ports?.waitForWritability(on: context.eventLoop) ?? context.eventLoop.makeSucceededVoidFuture()
-    }
-
-    /// The streamed request body ended, followed by `trailers` (only for a chunked body).
-    func endRequest(id: UInt64, trailers: HTTPFields? = nil) {
-        guard self.ports?.id == id, self.failure == nil else { return }
-        self.writeEnd(id: id, body: nil, trailers: trailers)
-    }
-
-    /// The caller's body source failed: the request on the wire is incomplete, so the link
-    /// cannot be trusted again.
-    func failRequest(id: UInt64, _ error: HTTPLinkError) {
-        guard self.ports?.id == id else { return }
-        self.fail(error)
-    }
-
-    func consumerWantsMore(id: UInt64) {
-        self.run(self.machine.consumerDemand(id: id, wantsMore: true))
-    }
-
-    /// The caller is done with the response (finished, threw, or was cancelled).
-    func consumerGone(id: UInt64) {
-        self.run(self.machine.consumerGone(id: id))
-    }
-
-    /// The caller's task was cancelled.
-    func cancel(id: UInt64) {
-        self.run(self.machine.cancelled(id: id))
-    }
-
-    /// Closes the link (the owner is shutting down or giving up on it).
-    func close(reason: HTTPLinkError) {
-        self.fail(reason)
-    }
-
     // MARK: Carrying out the machine's actions
 
-    private func run(_ action: LinkStateMachine.Action, head: HTTPResponseHead? = nil, body: ByteBuffer? = nil) {
+    func run(_ action: LinkStateMachine.Action, head: HTTPResponseHead? = nil, body: ByteBuffer? = nil) {
         switch action {
         case .none:
             break
@@ -344,7 +271,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Writes the end of the request (after `body`, if any) and tells the machine.
-    private func writeEnd(id: UInt64, body: ByteBuffer?, trailers: HTTPFields? = nil) {
+    func writeEnd(id: UInt64, body: ByteBuffer?, trailers: HTTPFields? = nil) {
         guard let context = self.context else { return }
         if let body, body.readableBytes > 0 {
             self.configuration.tracer?.emit(.requestBody(body))
@@ -367,7 +294,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.writeEnd(id: id, body: buffer)
     }
 
-    private func makeProducer(id: UInt64, bodyHandler: NIOLoopBound<HTTPLinkHandler>)
+    func makeProducer(id: UInt64, bodyHandler: NIOLoopBound<HTTPLinkHandler>)
         -> ResponseBodyProducer.NewSequence
     {
         ResponseBodySink.makeProducer(
@@ -404,7 +331,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Fails whatever is in progress and closes the link. Safe to call more than once.
-    private func fail(_ error: HTTPLinkError) {
+    func fail(_ error: HTTPLinkError) {
         if self.failure == nil { self.failure = error }
         self.machine.linkFailed()
         self.guardHandler.mode = .discard

@@ -233,10 +233,15 @@ struct LinkStateMachine {
     }
 
     /// The response ended. Returns `.endResponse` or `.close`.
-    /// - Parameter bytesFollowed: the device sent more bytes after its end, in the same read:
-    ///   the parser holds them as the start of another response, so the link is not reused
-    ///   (the response itself is whole and is delivered).
-    mutating func responseEnded(bytesFollowed: Bool = false) -> Action {
+    /// - Parameters:
+    ///   - bytesFollowed: the device sent more bytes after its end, in the same read: the parser
+    ///     holds them as the start of another response, so the link is not reused (the response
+    ///     itself is whole and is delivered).
+    ///   - connectionFieldsInTrailers: the trailer section carried `Connection` or
+    ///     `Transfer-Encoding`, which RFC 9110 §6.5.1 keeps out of it; NIO's parser applies them to
+    ///     its keep-alive decision anyway and may drop every later byte, so the link is not
+    ///     reused either.
+    mutating func responseEnded(bytesFollowed: Bool = false, connectionFieldsInTrailers: Bool = false) -> Action {
         let stray = HTTPLinkError(
             .strayBytes,
             "the device ended a response while none was due; the link was out of step"
@@ -254,7 +259,7 @@ struct LinkStateMachine {
             return .close(stray)
         }
         exchange.response = .done
-        if bytesFollowed { exchange.keepAlive = false }
+        if bytesFollowed || connectionFieldsInTrailers { exchange.keepAlive = false }
         return .endResponse(finishBody: finishBody, completion: self.finishIfDone(exchange))
     }
 
