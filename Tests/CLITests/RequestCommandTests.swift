@@ -42,6 +42,8 @@ struct RequestCommandTests {
         let shown = try await cli(["--device", "emulator"] + flags + ["get", "-i", "/trailers"])
         #expect(shown.status == 0, "\(shown)")
         let text = shown.stdoutText.lowercased()
+        // The status line names the version the link spoke (curl's form for HTTP/2).
+        #expect(text.hasPrefix(flags.isEmpty ? "http/1.1 200 ok\r\n" : "http/2 200 \r\n"), "\(shown)")
         #expect(text.contains("\r\n\r\ntrailers follow\naccessory-body-sha256: "), "\(shown)")
         #expect(text.hasSuffix("accessory-request-trailers: none\r\n"), "\(shown)")
         let plain = try await cli(["--device", "emulator"] + flags + ["get", "/trailers"])

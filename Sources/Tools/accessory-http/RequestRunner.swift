@@ -91,7 +91,9 @@ struct RequestRunner {
         let fail = self.options.fail
         return try await client.execute(request) { response in
             if fail && response.status.code >= 400 { return response.status }
-            if include { StandardOutput.write(Self.render(response.head)) }
+            if include {
+                StandardOutput.write(Self.render(response.head, http2: client.configuration.link.httpVersion == .http2))
+            }
             for try await buffer in response.body {
                 let ok = buffer.withUnsafeReadableBytes { StandardOutput.write($0) }
                 if !ok { throw CLIError(.file, "cannot write to stdout: \(String(cString: strerror(errno)))") }
@@ -136,7 +138,7 @@ struct RequestRunner {
         }
         bar?.finish()
         if self.options.include {
-            StandardOutput.write(Self.render(head))
+            StandardOutput.write(Self.render(head, http2: client.configuration.link.httpVersion == .http2))
             if let trailers { StandardOutput.write(Self.render(trailers)) }
         }
         return head.status
@@ -144,9 +146,13 @@ struct RequestRunner {
 
     /// The head as `-i` prints it. The device chose the reason phrase and the values: control
     /// characters (the parser lets C1 controls such as U+009B, an 8-bit CSI, through) are escaped
-    /// by `UntrustedText`, so they can neither forge a line nor drive the terminal.
-    static func render(_ head: HTTPResponse) -> String {
-        var text = "HTTP/1.1 \(head.status.code) \(UntrustedText.printable(head.status.reasonPhrase))\r\n"
+    /// by `UntrustedText`, so they can neither forge a line nor drive the terminal. An HTTP/2
+    /// answer has no reason phrase and its status line names HTTP/2, as curl prints it.
+    static func render(_ head: HTTPResponse, http2: Bool) -> String {
+        var text =
+            http2
+            ? "HTTP/2 \(head.status.code) \r\n"
+            : "HTTP/1.1 \(head.status.code) \(UntrustedText.printable(head.status.reasonPhrase))\r\n"
         for field in head.headerFields {
             text += "\(UntrustedText.printable("\(field.name)")): \(UntrustedText.printable(field.value))\r\n"
         }
