@@ -1,0 +1,133 @@
+import AccessoryTransport
+import NIOCore
+import NIOHTTP1
+
+/// One exchange on an open connection: starting it on the handler, writing a streamed request
+/// body beside the response, and handing the response to the caller.
+extension HTTPLink {
+    func run<Result: Sendable>(
+        _ exchange: ExchangeHandle,
+        body: HTTPRequestBody,
+        handler: NIOLoopBound<HTTPLinkHandler>,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        let id = exchange.id
+        let eventLoop = self.eventLoop
+        guard case .stream(let length, let produce) = body.storage else {
+            return try await self.deliver(exchange, handler: handler, handle)
+        }
+        // The request body is written while the response is awaited: a device may answer early.
+        return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
+            group.addTask {
+                guard let mayWriteBody = exchange.mayWriteBody, try await mayWriteBody.get() else { return }
+                // Trailers follow only a chunked body (no length): Content-Length framing has no
+                // place for them.
+                let trailers = length == nil ? TrailerFields() : nil
+                let writer = RequestBodyWriter(trailers: trailers) { buffer in
+                    try await eventLoop.flatSubmit { handler.value.writeBody(id: id, buffer) }.get()
+                }
+                do {
+                    try await produce(writer)
+                } catch {
+                    let failure =
+                        error as? HTTPLinkError
+                        ?? HTTPLinkError(
+                            .requestBodyFailed,
+                            "the request body could not be read: \(error)",
+                            underlying: error
+                        )
+                    eventLoop.execute { handler.value.failRequest(id: id, failure) }
+                    throw failure
+                }
+                let trailerFields = trailers?.value
+                eventLoop.execute { handler.value.endRequest(id: id, trailers: trailerFields) }
+            }
+            do {
+                let result = try await self.deliver(exchange, handler: handler, handle)
+                try await group.waitForAll()
+                return result
+            } catch {
+                // The caller gave up; a request body still being written leaves the request
+                // incomplete, which tears the link down (the only way to stay in step).
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+
+    func deliver<Result: Sendable>(
+        _ exchange: ExchangeHandle,
+        handler: NIOLoopBound<HTTPLinkHandler>,
+        _ handle: (HTTPLinkResponse) async throws -> Result
+    ) async throws -> Result {
+        let id = exchange.id
+        defer { self.onEventLoop { handler.value.consumerGone(id: id) } }
+        let head = try await exchange.head.get()
+        let body: HTTPResponseBody
+        switch exchange.body {
+        case .stream(let producer):
+            body = HTTPResponseBody(producer: producer, trailers: exchange.trailers)
+        case .pending(let pending):
+            let claim = { @Sendable in handler.value.claimBody(pending.value, id: id, bodyHandler: handler) }
+            body = self.eventLoop.inEventLoop ? claim() : try await self.eventLoop.submit(claim).get()
+        }
+        return try await handle(HTTPLinkResponse(head: head, body: body))
+    }
+
+    /// Runs `body` on the event loop: now if this is the event loop's thread, else soon.
+    func onEventLoop(_ body: @escaping @Sendable () -> Void) {
+        if self.eventLoop.inEventLoop { body() } else { self.eventLoop.execute(body) }
+    }
+
+    /// Starts an exchange on `connection` in one event-loop hop. With `ifUsable`, returns `nil`
+    /// (and forgets the connection) when the link is no longer usable, instead of starting.
+    func startExchange(
+        on connection: Connection,
+        id: UInt64,
+        head: HTTPRequestHead,
+        body start: RequestBodyStart,
+        deadline nioDeadline: NIODeadline?,
+        ifUsable: Bool
+    ) async throws -> ExchangeHandle? {
+        let handler = connection.handler
+        let exchange: ExchangeHandle?
+        // A caller already on the event loop (it prefers the link's executor) starts the exchange
+        // without a hop, and will claim the body there too, so the body is gathered until then.
+        let onEventLoop = self.eventLoop.inEventLoop
+        let begin = { @Sendable () throws -> ExchangeHandle? in
+            if ifUsable && !handler.value.isUsable { return nil }
+            return try handler.value.startExchange(
+                id: id,
+                head: head,
+                body: start,
+                deadline: nioDeadline,
+                pendingBody: onEventLoop,
+                bodyHandler: handler
+            )
+        }
+        do {
+            exchange = try onEventLoop ? begin() : await self.eventLoop.submit(begin).get()
+        } catch {
+            self.forget(connection)
+            throw try await self.enrich(error, connection)
+        }
+        if exchange == nil { self.forget(connection) }
+        return exchange
+    }
+
+    /// Adds what the transport knows (a child's stderr and exit status…) to link failures.
+    func enrich(_ error: any Error, _ connection: Connection) async throws -> any Error {
+        guard let linkError = error as? HTTPLinkError else {
+            if error is CancellationError {
+                return HTTPLinkError(.cancelled, "the request was cancelled", underlying: error)
+            }
+            return error
+        }
+        switch linkError.code {
+        case .linkClosed, .malformedResponse, .idleTimeout:
+            return HTTPLinkError.appendingDiagnostics(linkError, await connection.stream.diagnostics())
+        default:
+            return linkError
+        }
+    }
+}
