@@ -26,18 +26,10 @@ struct ServiceLogHandler: LogHandler {
         set { self.metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level,
-        message: Logger.Message,
-        metadata: Logger.Metadata?,
-        source: String,
-        file: String,
-        function: String,
-        line: UInt
-    ) {
-        let merged = self.metadata.merging(metadata ?? [:]) { $1 }
+    func log(event: LogEvent) {
+        let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
         let fields = merged.sorted { $0.key < $1.key }.map { " \($0.key)=\($0.value)" }.joined()
-        StandardError.write("\(Self.timestamp()) \(level) \(self.label):\(fields) \(message)\n")
+        StandardError.write("\(Self.timestamp()) \(event.level) \(self.label):\(fields) \(event.message)\n")
     }
 
     /// Now, in UTC, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
