@@ -112,7 +112,9 @@ final class ClientInputGuard: ChannelDuplexHandler, RemovableChannelHandler {
             promise: nil
         )
         context.write(self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-        context.writeAndFlush(self.wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(self.wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            context.close(promise: nil)
+        }
     }
 }
 
@@ -133,7 +135,7 @@ final class RawWriter: ChannelOutboundHandler, RemovableChannelHandler {
 
     func sendAndClose(_ bytes: ByteBuffer) {
         guard let context = self.context else { return }
-        context.writeAndFlush(self.wrapOutboundOut(.byteBuffer(bytes))).whenComplete { _ in
+        context.writeAndFlush(self.wrapOutboundOut(.byteBuffer(bytes))).assumeIsolated().whenComplete { _ in
             context.close(promise: nil)
         }
     }

@@ -32,8 +32,8 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case closed
     }
 
-    private let connection: TLSConnection
-    private let configuration: TLSConfiguration
+    let connection: TLSConnection
+    let configuration: TLSConfiguration
     private var state = State.idle
     private var handshakePromise: EventLoopPromise<TLSSessionInfo>?
     private var bufferedWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
@@ -52,17 +52,6 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.connection = connection
         self.configuration = configuration
         self.handshakePromise = handshakePromise
-    }
-
-    /// A handler for a server (or client) connection, for pipelines built without
-    /// ``TLSTransport`` (a listening socket's child channels, for instance).
-    public static func make(context: TLSServerContext, eventLoop: any EventLoop) throws(TLSError) -> TLSHandler {
-        let connection = try TLSConnection(context: context.context)
-        return TLSHandler(
-            connection: connection,
-            configuration: context.context.configuration,
-            handshakePromise: eventLoop.makePromise()
-        )
     }
 
     var trustEvaluator: ServerTrustEvaluator? { self.connection.evaluator }
@@ -244,19 +233,6 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Steps
 
-    private var peerName: String { self.configuration.role == .client ? "accessory" : "client" }
-
-    private func truncationError() -> TLSError {
-        // Let OpenSSL judge the end of input: it reports SSL_R_UNEXPECTED_EOF_WHILE_READING.
-        self.connection.markEndOfInput()
-        var scratch = ByteBufferAllocator().buffer(capacity: 0)
-        if case .failed(let error) = self.connection.read(into: &scratch) { return error }
-        return TLSError(
-            .truncated,
-            "the \(self.peerName) closed the link without a TLS close_notify; data may have been cut off"
-        )
-    }
-
     private func startHandshake(context: ChannelHandlerContext) {
         guard case .idle = self.state else { return }
         self.state = .handshaking
@@ -394,14 +370,6 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         let closed = context.eventLoop.makePromise(of: Void.self)
         for promise in promises { promise.completeWith(closed.futureResult) }
         context.close(promise: closed)
-    }
-
-    /// The input ended before the handshake did: OpenSSL's verdict on what it has (an alert
-    /// the peer sent, say), else that the peer closed the link.
-    private func handshakeCutShort() -> TLSError {
-        self.connection.markEndOfInput()
-        if case .failed(let failure) = self.connection.handshake() { return failure }
-        return TLSError(.closedDuringHandshake, "the \(self.peerName) closed the link during the TLS handshake")
     }
 
     /// Fails the handshake: sends the alert OpenSSL queued, and closes the link.

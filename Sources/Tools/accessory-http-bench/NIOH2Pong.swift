@@ -204,8 +204,10 @@ private final class H2PingLoop {
         self.remaining -= 1
         let loopBound = NIOLoopBound(self, eventLoop: self.done.futureResult.eventLoop)
         self.multiplexer.createStreamChannel(promise: nil) { stream in
-            let handler = H2PingHandler(request: loopBound.value.request) { loopBound.value.next() }
-            return stream.pipeline.addHandler(handler)
+            stream.eventLoop.makeCompletedFuture {
+                let handler = H2PingHandler(request: loopBound.value.request) { loopBound.value.next() }
+                try stream.pipeline.syncOperations.addHandler(handler)
+            }
         }
     }
 }
