@@ -13,20 +13,20 @@ struct Bridge: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Own an accessory and serve it as local HTTP/1.1 to every program on this machine.",
         discussion: """
-            One process owns the accessory's link; curl, Python, a browser or URLSession reach it
+            One process owns the accessory's link; curl, Python, a browser or URLSession reach it \
             through the listeners, one exchange at a time on an HTTP/1.1 link (queued in order).
               accessory-http bridge --device usb:1209:0001 --listen unix:/run/accessory-http/accessory.sock
               curl --unix-socket /run/accessory-http/accessory.sock http://accessory/status
               accessory-http bridge --device emulator --listen tcp:127.0.0.1:8080
             GET /.well-known/accessory-http/status on any listener returns the bridge's counts as JSON.
-            The accessory unreachable: 502; busy longer than --queue-timeout: 503 with Retry-After;
-            no answer begun within --response-timeout: 504. One line per request is logged on
-            standard error. SIGTERM or SIGINT: stop accepting, let exchanges under way finish
+            The accessory unreachable: 502; busy longer than --queue-timeout: 503 with Retry-After; \
+            no answer begun within --response-timeout: 504. One line per request is logged on \
+            standard error. SIGTERM or SIGINT: stop accepting, let exchanges under way finish \
             (up to --grace seconds), exit 0.
-            Without --listen, the accessories are the config file's [bridge NAME] sections (device,
-            listen, host, and these options' names as keys), one bridge each in this process;
-            SIGHUP reads the file again and starts, stops or restarts only the sections that
-            changed. TCP listeners that other machines can reach are advertised with DNS-SD
+            Without --listen, the accessories are the config file's [bridge NAME] sections (device, \
+            listen, host, and these options' names as keys), one bridge each in this process; \
+            SIGHUP reads the file again and starts, stops or restarts only the sections that \
+            changed. TCP listeners that other machines can reach are advertised with DNS-SD \
             (_http._tcp) when avahi-publish is installed (--dns-sd). See docs/bridge.md.
             """
     )

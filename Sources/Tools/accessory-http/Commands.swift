@@ -23,8 +23,8 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
               accessory-http serve --device unix:/tmp/accessory.sock
               accessory-http bridge --device usb:1209:0001 --listen unix:/run/accessory-http/accessory.sock
 
-            Exit status: 0 success, 1 other failure, 22 HTTP status >= 400 with --fail,
-            64 usage error, 69 transport failure, 74 local file error, 75 timeout,
+            Exit status: 0 success, 1 other failure, 22 HTTP status >= 400 with --fail, \
+            64 usage error, 69 transport failure, 74 local file error, 75 timeout, \
             76 protocol error from the device.
             """,
         version: BuildInfo.versionLine,
@@ -192,8 +192,8 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve the emulated accessory on a byte stream pair.",
         discussion: """
-            unix:PATH listens on a socket (each connection is a link); serial:PATH, exec:COMMAND and
-            stdio serve one link. Together with socat, a pty, ssh or a second machine stands in for
+            unix:PATH listens on a socket (each connection is a link); serial:PATH, exec:COMMAND and \
+            stdio serve one link. Together with socat, a pty, ssh or a second machine stands in for \
             real hardware, e.g.:
               socat PTY,link=/tmp/acc-host,raw PTY,link=/tmp/acc-dev,raw &
               accessory-http serve --device serial:/tmp/acc-dev &

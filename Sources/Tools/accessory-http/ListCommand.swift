@@ -6,8 +6,8 @@ struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List attached USB accessories: VID:PID, serial, port, qualifying interfaces, access.",
         discussion: """
-            A device is listed when an interface of class ff (vendor-specific) or 07/01/04 (IPP over
-            USB) has a bulk IN and a bulk OUT endpoint. When the current user may not open it, the
+            A device is listed when an interface of class ff (vendor-specific) or 07/01/04 (IPP over \
+            USB) has a bulk IN and a bulk OUT endpoint. When the current user may not open it, the \
             hint names the udev rule to install (docs/usb.md).
             """
     )

@@ -16,16 +16,16 @@ struct ServeGadget: AsyncParsableCommand {
         commandName: "serve-gadget",
         abstract: "Serve the emulated accessory as a USB gadget through FunctionFS (Linux gadget hardware).",
         discussion: """
-            DIR is where functionfs is mounted for the function (scripts/usb-gadget setup mounts it
-            at /dev/ffs-accessory). Start this first, then bind the gadget to its UDC
-            (scripts/usb-gadget bind): the descriptors must be written before binding. Each host
-            session (the host selecting the interface) is a fresh link. Run it as the unprivileged
+            DIR is where functionfs is mounted for the function (scripts/usb-gadget setup mounts it \
+            at /dev/ffs-accessory). Start this first, then bind the gadget to its UDC \
+            (scripts/usb-gadget bind): the descriptors must be written before binding. Each host \
+            session (the host selecting the interface) is a fresh link. Run it as the unprivileged \
             user that owns the functionfs mount, not as root: it parses what the host sends.
             See docs/usb.md.
               sudo scripts/usb-gadget setup --user accessory-http   # or --create-user
               sudo -u accessory-http accessory-http serve-gadget /dev/ffs-accessory &
               sudo scripts/usb-gadget bind
-            SIGUSR1 stalls the bulk IN endpoint; SIGUSR2 stalls the bulk OUT endpoint when the next
+            SIGUSR1 stalls the bulk IN endpoint; SIGUSR2 stalls the bulk OUT endpoint when the next \
             host enables the function (fault injection for tests of the host's stall recovery).
             """
     )

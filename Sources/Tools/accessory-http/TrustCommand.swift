@@ -12,9 +12,9 @@ struct Trust: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Pair with an accessory: show its certificate, ask, remember its key.",
         discussion: """
-            Connects over TLS without trusting anything, shows the certificate's subject and
-            fingerprints, asks, and writes the key's pin to known_accessories in the user's
-            trust directory ($XDG_CONFIG_HOME/accessory-http/trust). Later requests with --tls
+            Connects over TLS without trusting anything, shows the certificate's subject and \
+            fingerprints, asks, and writes the key's pin to known_accessories in the user's \
+            trust directory ($XDG_CONFIG_HOME/accessory-http/trust). Later requests with --tls \
             to the same accessory accept that key, and fail closed if it changes.
             Non-interactive runs must pass --yes. --list shows the paired accessories.
             """
