@@ -89,6 +89,15 @@ struct MalformedResponseCorpusTests {
             .malformedResponse,
             "content-length"
         ),
+        // Found by the `response` fuzz target: status 000 was taken as final, and the start of
+        // another answer in the same read went unnoticed.
+        Case(
+            "a status of 000 followed by bytes",
+            "HTTP/1.1 000 OK\r\nContent-Length: 2\r\n\r\nokHTTP/3.1",
+            .malformedResponse,
+            "status code 0, outside 100-599"
+        ),
+        Case("a status of 600", "HTTP/1.1 600 X\r\nContent-Length: 0\r\n\r\n", .malformedResponse, "status code 600"),
         Case("a status of 2OO", "HTTP/1.1 2OO OK\r\nContent-Length: 0\r\n\r\n", .malformedResponse, "status line"),
         Case(
             "a 1 MiB status line",

@@ -154,6 +154,17 @@ struct LinkStateMachine {
             self.state = .broken
             return .close(HTTPLinkError(.malformedResponse, framingProblem))
         }
+        guard (100...599).contains(status) else {
+            // RFC 9110 §15: values outside 100-599 are invalid. Taken as final, a status below
+            // 200 would also skip the check for bytes after the body's end.
+            self.state = .broken
+            return .close(
+                HTTPLinkError(
+                    .malformedResponse,
+                    "the device sent status code \(status), outside 100-599 (RFC 9110 §15)"
+                )
+            )
+        }
         if status == 101 {
             self.state = .broken
             return .close(
