@@ -46,6 +46,30 @@ struct HTTP2FailureTests {
         await client.shutdown()
     }
 
+    /// A status outside 100-599 (RFC 9110 §15) fails the exchange as `malformed-response`, as
+    /// on an HTTP/1.1 link, and the connection answers the next request.
+    @Test(arguments: [600, 999, 99])
+    func aStatusOutsideTheRangeIsMalformedAndTheNextIsAnswered(code: Int) async throws {
+        let responder = HTTPResponder { request in
+            if request.head.path == "/odd" { return ResponderResponse(status: .init(code: code)) }
+            return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
+        }
+        let client = http2Client(of: responder, name: "odd-status responder")
+        for attempt in 1...4 {
+            do {
+                let (head, _) = try await client.get("/odd")
+                Issue.record("attempt \(attempt): status \(head.status.code) was delivered as an answer")
+            } catch {
+                let linkError = error.underlying as? HTTPLinkError
+                #expect(linkError?.code == .malformedResponse, "attempt \(attempt): \(error)")
+                #expect(error.message.contains("status code \(code)"), "attempt \(attempt): \(error)")
+            }
+            let (head, body) = try await client.get("/fine")
+            #expect(head.status == .ok && String(buffer: body) == "fine", "attempt \(attempt)")
+        }
+        await client.shutdown()
+    }
+
     /// A device that never answers a stream, or stops in the middle of its body, no longer holds
     /// the caller forever on HTTP/2 (the link's `idleTimeout` applied to HTTP/1.1 only): the call
     /// ends with `timed-out` after the idle bound, the stream is reset, and the connection

@@ -53,6 +53,13 @@ final class HTTP2StreamExchange: @unchecked Sendable {
             guard case .head(let head) = part else {
                 throw HTTPLinkError(.malformedResponse, "the device sent HTTP/2 data before a response head")
             }
+            guard (100...599).contains(head.status.code) else {
+                // RFC 9110 §15, as on an HTTP/1.1 link.
+                throw HTTPLinkError(
+                    .malformedResponse,
+                    "the device sent status code \(head.status.code), outside 100-599 (RFC 9110 §15)"
+                )
+            }
             if head.status.kind != .informational { return head }
             informational += 1
             if informational > 100 {
