@@ -13,6 +13,18 @@ import NIOHTTP1
 /// the next request on it gets exactly its own answer.
 enum ResponsePathTarget {
     static func run(_ input: inout FuzzInput) {
+        let channel = EmbeddedChannel()
+        Self.exchange(&input, on: channel)
+        // Only now are the exchange's handles gone: a body sequence that deinitialises hands the
+        // link a last task, which an embedded loop runs only when asked. Left queued, it would
+        // keep the channel, the loop and the handlers alive in a cycle (libFuzzer's leak check
+        // saw it; a long run's memory grew by ~500 bytes an input).
+        _ = try? channel.finish()
+        channel.embeddedEventLoop.run()
+        try? channel.embeddedEventLoop.syncShutdownGracefully()
+    }
+
+    private static func exchange(_ input: inout FuzzInput, on channel: EmbeddedChannel) {
         let options = input.byte()
         let method: HTTPMethod = options & 1 == 0 ? .GET : .HEAD
         let streamed = options & 2 != 0
@@ -23,7 +35,6 @@ enum ResponsePathTarget {
         configuration.limits.maxHeaderBlockSize = 4096
         configuration.limits.maxStartLineLength = 1024
 
-        let channel = EmbeddedChannel()
         let loop = channel.embeddedEventLoop
         let (handlers, link) = LinkOpener.linkHandlers(
             configuration: configuration,
@@ -37,7 +48,6 @@ enum ResponsePathTarget {
         } catch {
             FuzzCheck.require(false, "the embedded link could not be set up: \(error)")
         }
-        defer { _ = try? channel.finish() }
 
         let head = HTTPRequestHead(version: .http1_1, method: method, uri: "/fuzz", headers: ["Host": "accessory"])
         let exchange: ExchangeHandle
