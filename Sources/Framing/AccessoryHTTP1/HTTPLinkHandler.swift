@@ -210,7 +210,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .read:
             self.readIfWanted()
         case .awaitFinalHead(let releaseRequestBody):
-            self.guardHandler.mode = .startLine(seen: 0)
+            self.guardHandler.awaitAnotherHead()
             if releaseRequestBody { self.releaseRequestBody() }
         case .forwardHead(let deliver, let requestBodyAbandoned):
             // What follows is this head's body, never a status line (a 1xx decoded from the

@@ -28,13 +28,25 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     var mode: Mode = .idle {
         didSet {
-            if case .startLine(seen: 0) = self.mode {
+            if case .startLine(seen: 0) = self.mode, !self.keepsAccounting {
                 self.responseStart.clear()
                 self.bytesPassed = 0
                 self.lastFour = 0
             }
         }
     }
+    private var keepsAccounting = false
+
+    /// A 1xx head was decoded: another status line is due, within the same response's count.
+    /// The read that carried the 1xx was counted and copied whole, and may hold the final
+    /// head, its body and bytes beyond; clearing here lost them, so bytes after the final
+    /// answer's end went unseen (found by the `response` fuzz target).
+    func awaitAnotherHead() {
+        self.keepsAccounting = true
+        self.mode = .startLine(seen: 0)
+        self.keepsAccounting = false
+    }
+
     /// Bytes passed up to the decoder since the response began, and the last four of them.
     private(set) var bytesPassed = 0
     private var lastFour: UInt32 = 0
