@@ -1,7 +1,8 @@
 /* A raw libusb host loop, the reference for the host side and, against serve-gadget, a client
- * with no overhead of its own (scripts/usb-vm-bench). Four 64 KiB bulk transfers in flight.
+ * with no overhead of its own (scripts/usb-vm-bench). Four 64 KiB bulk transfers in flight, or
+ * SIZE bytes each and FLIGHT of them (at most 16) when given.
  *
- *   usb-raw-host in BYTES     read BYTES from bulk IN (against ffs-raw's source)
+ *   usb-raw-host in BYTES [SIZE [FLIGHT]]   read BYTES from bulk IN (against ffs-raw's source)
  *   usb-raw-host out BYTES    write BYTES to bulk OUT (against ffs-raw's sink)
  *   usb-raw-host get BYTES    HTTP/1.1 GET /bytes/BYTES over the pair; reads head and body
  *   usb-raw-host post BYTES   HTTP/1.1 POST /upload?digest=none with a BYTES body; reads the answer
@@ -14,8 +15,10 @@
 #include <string.h>
 #include <time.h>
 
-#define SIZE 65536
-#define FLIGHT 4
+#define MAX_FLIGHT 16
+
+static int transfer_size = 65536;
+static int flight = 4;
 
 static libusb_device_handle *device;
 static long long wanted, done_bytes, submitted_bytes;
@@ -49,7 +52,7 @@ static void LIBUSB_CALL completed(struct libusb_transfer *transfer) {
     if (transfer->endpoint & 0x80) {
         if (done_bytes < wanted && !failed) { if (libusb_submit_transfer(transfer) == 0) active++; else failed = 1; }
     } else if (submitted_bytes < wanted && !failed) {
-        int next = wanted - submitted_bytes < SIZE ? (int)(wanted - submitted_bytes) : SIZE;
+        int next = wanted - submitted_bytes < transfer_size ? (int)(wanted - submitted_bytes) : transfer_size;
         transfer->length = next;
         submitted_bytes += next;
         if (libusb_submit_transfer(transfer) == 0) active++; else failed = 1;
@@ -58,14 +61,14 @@ static void LIBUSB_CALL completed(struct libusb_transfer *transfer) {
 
 static int run(unsigned char endpoint, long long bytes) {
     wanted = bytes; done_bytes = 0; submitted_bytes = 0; failed = 0;
-    struct libusb_transfer *transfers[FLIGHT];
-    for (int i = 0; i < FLIGHT; i++) {
+    struct libusb_transfer *transfers[MAX_FLIGHT] = {0};
+    for (int i = 0; i < flight; i++) {
         transfers[i] = libusb_alloc_transfer(0);
-        unsigned char *buffer = calloc(1, SIZE);
-        int length = SIZE;
+        unsigned char *buffer = calloc(1, transfer_size);
+        int length = transfer_size;
         if (!(endpoint & 0x80)) {
             if (submitted_bytes >= wanted) break;
-            length = wanted - submitted_bytes < SIZE ? (int)(wanted - submitted_bytes) : SIZE;
+            length = wanted - submitted_bytes < transfer_size ? (int)(wanted - submitted_bytes) : transfer_size;
             submitted_bytes += length;
         }
         libusb_fill_bulk_transfer(transfers[i], device, endpoint, buffer, length, completed, NULL, 20000);
@@ -74,7 +77,7 @@ static int run(unsigned char endpoint, long long bytes) {
     }
     while (active > 0 && !(endpoint & 0x80 ? done_bytes >= wanted : 0)) libusb_handle_events(NULL);
     if (endpoint & 0x80) {  /* stop the reads still in flight */
-        for (int i = 0; i < FLIGHT; i++) libusb_cancel_transfer(transfers[i]);
+        for (int i = 0; i < flight; i++) if (transfers[i]) libusb_cancel_transfer(transfers[i]);
         while (active > 0) libusb_handle_events(NULL);
     }
     return failed ? -1 : 0;
@@ -87,8 +90,14 @@ static int send_text(const char *text) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: usb-raw-host in|out|get|post BYTES\n"); return 64; }
+    if (argc < 3 || argc > 5) { fprintf(stderr, "usage: usb-raw-host in|out|get|post BYTES [SIZE [FLIGHT]]\n"); return 64; }
     long long bytes = atoll(argv[2]);
+    if (argc > 3) transfer_size = atoi(argv[3]);
+    if (argc > 4) flight = atoi(argv[4]);
+    if (transfer_size < 512 || transfer_size > (1 << 20) || flight < 1 || flight > MAX_FLIGHT) {
+        fprintf(stderr, "SIZE must be 512 … 1048576 and FLIGHT 1 … %d\n", MAX_FLIGHT);
+        return 64;
+    }
     if (libusb_init(NULL) != 0) return 69;
     device = libusb_open_device_with_vid_pid(NULL, 0x1209, 0x0001);
     if (!device) { fprintf(stderr, "no device 1209:0001\n"); return 69; }
