@@ -104,6 +104,9 @@ struct USBTransferPolicyTests {
         #expect(
             !USBTransferPolicy(zeroLengthPackets: false).needsZeroLengthPacket(afterWriting: 1024, maxPacketSize: 512)
         )
+        // More bytes already waiting continue the device's read: no ZLP cuts it short.
+        #expect(!policy.needsZeroLengthPacket(afterWriting: 16384, maxPacketSize: 512, moreBytesWaiting: true))
+        #expect(policy.needsZeroLengthPacket(afterWriting: 16384, maxPacketSize: 512, moreBytesWaiting: false))
         #expect(functionFSNeedsZeroLengthPacket(afterWriting: 1024, maxPacketSize: 1024))
         #expect(!functionFSNeedsZeroLengthPacket(afterWriting: 1000, maxPacketSize: 512))
     }

@@ -127,7 +127,14 @@ final class USBLinkBridge: Sendable {
     // MARK: Submitting and completing
 
     /// Submits `slot` with `length` bytes; returns the libusb error if it was not submitted.
-    func submit(_ slot: TransferSlot, length: Int, bypassingHold: Bool = false) -> LibUSBError? {
+    /// `moreBytesWaiting`: for a write, whether the socket already holds the next one's bytes
+    /// (then no zero-length packet follows it, ``USBTransferPolicy/needsZeroLengthPacket(afterWriting:maxPacketSize:moreBytesWaiting:)``).
+    func submit(
+        _ slot: TransferSlot,
+        length: Int,
+        moreBytesWaiting: Bool = false,
+        bypassingHold: Bool = false
+    ) -> LibUSBError? {
         let endpoint = slot.isInput ? self.interface.input.address : self.interface.output.address
         let timeout = slot.isInput ? 0 : self.policy.writeTimeoutMilliseconds
         let context = Unmanaged.passUnretained(slot).toOpaque()
@@ -149,7 +156,8 @@ final class USBLinkBridge: Sendable {
         if !slot.isInput
             && self.policy.needsZeroLengthPacket(
                 afterWriting: length,
-                maxPacketSize: self.interface.output.maxPacketSize
+                maxPacketSize: self.interface.output.maxPacketSize,
+                moreBytesWaiting: moreBytesWaiting
             )
         {
             flags |= UInt8(LIBUSB_TRANSFER_ADD_ZERO_PACKET.rawValue)
@@ -323,7 +331,7 @@ final class USBLinkBridge: Sendable {
                 )
                 return
             }
-            if let error = self.submit(slot, length: count) {
+            if let error = self.submit(slot, length: count, moreBytesWaiting: self.socketHasBytes()) {
                 self.fail(
                     error == .noDevice
                         ? "the USB device \(self.name) was disconnected (\(error.name))"
@@ -332,6 +340,12 @@ final class USBLinkBridge: Sendable {
                 return
             }
         }
+    }
+
+    /// Whether the HTTP side has written bytes the writer has not read yet.
+    private func socketHasBytes() -> Bool {
+        var waiting: CInt = 0
+        return ioctl(self.socket, UInt(FIONREAD), &waiting) == 0 && waiting > 0
     }
 
     /// IN transfers → socket, in completion order.

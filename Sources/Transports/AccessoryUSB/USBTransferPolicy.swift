@@ -45,8 +45,22 @@ public struct USBTransferPolicy: Sendable, Hashable {
     }
 
     /// Whether a write of `length` bytes needs a zero-length packet after it.
-    public func needsZeroLengthPacket(afterWriting length: Int, maxPacketSize: Int) -> Bool {
-        self.zeroLengthPackets && length > 0 && maxPacketSize > 0 && length % maxPacketSize == 0
+    ///
+    /// A ZLP tells the device "that was all for now": a read of more bytes than arrived ends
+    /// there instead of waiting. When more bytes are already waiting to follow at once
+    /// (`moreBytesWaiting`), the next transfer continues the device's read and the ZLP would
+    /// only cut it short: the device then reads a whole transfer at a time instead of its whole
+    /// buffer (a 16 KiB transfer and a ZLP per 64 KiB read), so it is left out. The gadget side
+    /// follows the same rule (a ZLP whenever the link has nothing more to send at that moment).
+    ///
+    /// - Parameters:
+    ///   - length: The bytes in the write.
+    ///   - maxPacketSize: The endpoint's wMaxPacketSize.
+    ///   - moreBytesWaiting: Whether the next write's bytes are already at hand.
+    public func needsZeroLengthPacket(afterWriting length: Int, maxPacketSize: Int, moreBytesWaiting: Bool = false)
+        -> Bool
+    {
+        self.zeroLengthPackets && !moreBytesWaiting && length > 0 && maxPacketSize > 0 && length % maxPacketSize == 0
     }
 
     /// How long to wait before resubmitting a read after `consecutive` zero-length reads in a
