@@ -112,7 +112,9 @@ extension AccessoryClient {
         return try await self.data(request, maxBodySize: maxResponseSize)
     }
 
-    /// A streamed request body read from a file in 64 KiB pieces. The producer reopens the file
+    /// A streamed request body read from a file in 256 KiB pieces (each piece costs a hop to
+    /// NIO's file thread pool and back, so fewer pieces cost less CPU: 64 KiB pieces took about
+    /// 49 000 futex calls per GiB, 256 KiB about 12 000). The producer reopens the file
     /// each time it runs, so a redirect or authentication retry re-sends the same bytes.
     public static func fileBody(
         path: String,
@@ -147,7 +149,7 @@ extension AccessoryClient {
                 do {
                     chunk = try await fileIO.read(
                         fileHandle: handle,
-                        byteCount: 64 * 1024,
+                        byteCount: 256 * 1024,
                         allocator: ByteBufferAllocator()
                     )
                 } catch {
