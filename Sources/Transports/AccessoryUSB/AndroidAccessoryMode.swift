@@ -43,10 +43,15 @@ enum AndroidAccessoryMode {
 
     /// SEND_STRING (52) for each of the six strings, NUL-terminated, then START (53): the
     /// device disconnects and comes back in accessory mode.
+    ///
+    /// - Returns: START's error, if it had one: a phone that drops off the bus as it switches
+    ///   can fail START's status stage (an I/O error, or no device) and still come back in
+    ///   accessory mode, so only the caller's wait tells; a stall is a refusal.
+    /// - Throws: The error of a SEND_STRING.
     static func switchToAccessoryMode(
         _ handle: LibUSBDeviceHandle,
         identity: AndroidAccessoryIdentity
-    ) throws(LibUSBError) {
+    ) throws(LibUSBError) -> LibUSBError? {
         for (index, text) in identity.strings.enumerated() {
             try handle.controlOut(
                 requestType: Self.vendorDeviceRequest,
@@ -57,13 +62,18 @@ enum AndroidAccessoryMode {
                 timeoutMilliseconds: Self.timeoutMilliseconds
             )
         }
-        try handle.controlOut(
-            requestType: Self.vendorDeviceRequest,
-            request: Self.start,
-            value: 0,
-            index: 0,
-            data: [],
-            timeoutMilliseconds: Self.timeoutMilliseconds
-        )
+        do {
+            try handle.controlOut(
+                requestType: Self.vendorDeviceRequest,
+                request: Self.start,
+                value: 0,
+                index: 0,
+                data: [],
+                timeoutMilliseconds: Self.timeoutMilliseconds
+            )
+            return nil
+        } catch {
+            return error
+        }
     }
 }

@@ -100,15 +100,28 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
         let phone = try self.switchablePhone(devices)
         let portPath = phone.device.portPath
         let serial = phone.device.sysfsSerialNumber
+        let startError: LibUSBError?
         do {
-            try AndroidAccessoryMode.switchToAccessoryMode(phone.handle, identity: self.selector.identity)
+            startError = try AndroidAccessoryMode.switchToAccessoryMode(phone.handle, identity: self.selector.identity)
         } catch {
-            throw TransportError(
-                .openFailed,
-                "USB device \(phone.id) on port \(portPath) answered GET_PROTOCOL (AOA \(phone.version)) but refused the switch into accessory mode: \(error)"
-            )
+            throw self.refusedSwitch(phone.id, portPath: portPath, version: phone.version, error)
         }
-        return try await self.waitForAccessoryMode(portPath: portPath, serial: serial, from: phone.id)
+        if let startError, startError == .pipe {
+            throw self.refusedSwitch(phone.id, portPath: portPath, version: phone.version, startError)
+        }
+        return try await self.waitForAccessoryMode(
+            portPath: portPath,
+            serial: serial,
+            from: phone.id,
+            startError: startError
+        )
+    }
+
+    private func refusedSwitch(_ id: String, portPath: String, version: Int, _ error: LibUSBError) -> TransportError {
+        TransportError(
+            .openFailed,
+            "USB device \(id) on port \(portPath) answered GET_PROTOCOL (AOA \(version)) but refused the switch into accessory mode: \(error)"
+        )
     }
 
     /// A device already in accessory mode that the selector allows, if there is one.
@@ -188,11 +201,13 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
         )
     }
 
-    /// Waits until a device in accessory mode appears on `portPath` (or with `serial`).
+    /// Waits until a device in accessory mode appears on `portPath` (or with `serial`);
+    /// `startError` (START failed other than by a stall) is named if it never does.
     func waitForAccessoryMode(
         portPath: String,
         serial: String?,
-        from id: String
+        from id: String,
+        startError: LibUSBError? = nil
     ) async throws(TransportError) -> USBDeviceSelector {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: self.configuration.switchTimeout)
@@ -219,9 +234,11 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
                 )
             }
         }
+        let sent =
+            startError.map { "was sent START (which failed: \($0))" } ?? "accepted the switch into accessory mode"
         throw TransportError(
             .openTimedOut,
-            "USB device \(id) on port \(portPath) accepted the switch into accessory mode but did not come back in accessory mode (18d1:2d00, 2d01, 2d04 or 2d05) within \(self.configuration.switchTimeout) (unlock the phone and try again; some phones need the USB mode set to file transfer)"
+            "USB device \(id) on port \(portPath) \(sent) but did not come back in accessory mode (18d1:2d00, 2d01, 2d04 or 2d05) within \(self.configuration.switchTimeout) (unlock the phone and try again; some phones need the USB mode set to file transfer)"
         )
     }
 }

@@ -12,9 +12,10 @@ description (Android's "Android Open Accessory Protocol 1.0/2.0" pages), not fro
    writes what it recorded to --record as JSON, then re-enumerates in accessory mode:
    18d1:2d00 with one bulk pair, served by `BIN serve-gadget` (--app, the default), or by
    nobody (--no-app: descriptors written, endpoints never read, like a phone with no app for
-   the accessory), or it never comes back at all (--no-switch).
+   the accessory), or it never comes back at all (--no-switch); or it stalls START and stays
+   as it is (--refuse-start), as a phone that will not switch does.
 
-   aoa-phone.py --bin BIN --record FILE [--no-app | --no-switch] [--log FILE]
+   aoa-phone.py --bin BIN --record FILE [--no-app | --no-switch | --refuse-start] [--log FILE]
 
 Ends on SIGTERM or SIGINT: unbinds the gadget, stops serve-gadget, removes what it created.
 """
@@ -140,8 +141,10 @@ def teardown():
             pass
 
 
-def play_phone(record_path):
-    """Serves ep0 of the phone's function until START; returns what the host sent."""
+def play_phone(record_path, refuse_start=False):
+    """Serves ep0 of the phone's function until START; returns what the host sent.
+
+    With refuse_start, START is stalled (recorded as unexpected) and the phone goes on serving."""
     ep0 = os.open(os.path.join(PHONE_MOUNT, "ep0"), os.O_RDWR)
     os.write(ep0, descriptors(ALL_CTRL_RECIP, [interface(0, 0x06, 0x01, 0x01)], [interface(0, 0x06, 0x01, 0x01)]))
     os.write(ep0, strings("MTP"))
@@ -162,7 +165,7 @@ def play_phone(record_path):
             elif vendor and request == SEND_STRING and not device_in and index < 6:
                 data = os.read(ep0, length) if length else b""
                 recorded["strings"][STRING_NAMES[index]] = data.split(b"\0")[0].decode("utf-8", "replace")
-            elif vendor and request == START and not device_in:
+            elif vendor and request == START and not device_in and not refuse_start:
                 os.read(ep0, 0)  # the status stage
                 recorded["started"] = True
                 log(f"START after strings {recorded['strings']}")
@@ -217,6 +220,7 @@ def main():
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--no-app", dest="mode", action="store_const", const="no-app", default="app")
     group.add_argument("--no-switch", dest="mode", action="store_const", const="no-switch")
+    group.add_argument("--refuse-start", dest="mode", action="store_const", const="refuse-start")
     arguments = parser.parse_args()
 
     def stop(*_):
@@ -228,7 +232,7 @@ def main():
     try:
         teardown()
         setup_gadget()
-        ep0 = play_phone(arguments.record)
+        ep0 = play_phone(arguments.record, refuse_start=arguments.mode == "refuse-start")
         if arguments.mode == "no-switch":
             log("START acknowledged; staying as 18d1:4ee7 (never re-enumerates)")
         else:
