@@ -12,7 +12,7 @@ import Testing
 struct OpenSSLServerTests {
     let certificates: Certificates
 
-    init() throws { self.certificates = try Certificates.get() }
+    init() async throws { self.certificates = try await Certificates.get() }
 
     /// A client trust with nothing implicit: no system roots, no user trust store.
     func trust(anchors: [String] = [], pins: [TLSPin] = []) -> TLSTrust {

@@ -11,7 +11,7 @@ import Testing
 struct PinAttackTests {
     let certificates: Certificates
 
-    init() throws { self.certificates = try Certificates.get() }
+    init() async throws { self.certificates = try await Certificates.get() }
 
     func certificate(_ file: String) throws -> TLSCertificate {
         try #require(try TLSCertificate.load(pemFile: self.certificates.path(file)).first)

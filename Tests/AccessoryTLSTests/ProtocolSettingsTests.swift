@@ -9,7 +9,7 @@ import Testing
 struct ProtocolSettingsTests {
     let certificates: Certificates
 
-    init() throws { self.certificates = try Certificates.get() }
+    init() async throws { self.certificates = try await Certificates.get() }
 
     func configuration(
         minimumVersion: TLSVersion = .v1_2,

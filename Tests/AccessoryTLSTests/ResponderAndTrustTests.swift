@@ -15,7 +15,7 @@ import Testing
 struct ResponderTLSTests {
     let certificates: Certificates
 
-    init() throws { self.certificates = try Certificates.get() }
+    init() async throws { self.certificates = try await Certificates.get() }
 
     /// Serves the emulator over TLS on a fresh unix socket while `body` runs.
     func withTLSResponder(
@@ -253,7 +253,7 @@ struct ResponderTLSTests {
 struct PairingTests {
     let certificates: Certificates
 
-    init() throws { self.certificates = try Certificates.get() }
+    init() async throws { self.certificates = try await Certificates.get() }
 
     @Test func firstUseRemembersSecondMatchesChangedKeyFailsClosed() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("trust-\(UUID().uuidString)").path

@@ -21,7 +21,7 @@ import Testing
 struct SessionRenewalTLSTests {
     let certificates: Certificates
 
-    init() throws { self.certificates = try Certificates.get() }
+    init() async throws { self.certificates = try await Certificates.get() }
 
     /// 8 times: a TLS download of 1 GB abandoned after its first megabyte, then `/status`
     /// answered over a new session and TLS connection on the line opened once.

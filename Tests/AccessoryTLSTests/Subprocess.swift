@@ -92,15 +92,17 @@ final class Subprocess: @unchecked Sendable {
     var stderrText: String { (try? String(contentsOf: self.errorURL, encoding: .utf8)) ?? "" }
 
     /// Ends the process and waits (bounded) until it is reaped. SIGTERM first; SIGKILL after
-    /// 100 ms, because a child can start with SIGTERM blocked (it inherits the signal mask of
-    /// the spawning thread) and `terminate()` alone left every `s_server` running.
+    /// 10 ms, because a child can start with SIGTERM blocked (it inherits the signal mask of
+    /// the spawning thread) and `terminate()` alone left every `s_server` running. The grace is
+    /// short because this waits on the concurrency runtime's pool (tests call it in `defer`):
+    /// 100 ms per `s_server`, several at once, held up other suites in the same process.
     func stop() {
         try? self.stdinPipe?.fileHandleForWriting.close()
         guard self.process.isRunning else { return }
         self.process.terminate()
         let pid = self.process.processIdentifier
         for step in 0..<300 where self.process.isRunning {
-            if step == 10 { kill(pid, SIGKILL) }
+            if step == 1 { kill(pid, SIGKILL) }
             usleep(10_000)
         }
     }
@@ -126,9 +128,17 @@ struct Certificates: Sendable {
 
     func path(_ name: String) -> String { self.directory + "/" + name }
 
-    static let shared: Result<Certificates, any Error> = Result { try Certificates.make() }
+    /// Made once, on a thread of its own: the shell and its twenty-odd openssl runs take a
+    /// second or more, and waiting for them on the concurrency runtime's pool (two threads on a
+    /// two-core machine, and every suite's first test asking at once) stalled unrelated tests
+    /// in the same process for as long; the bridge's HTTP/2 /status bound saw 1.5 s.
+    private static let making = Task { () throws -> Certificates in
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try Certificates.make() }) }
+        }
+    }
 
-    static func get() throws -> Certificates { try Self.shared.get() }
+    static func get() async throws -> Certificates { try await Self.making.value }
 
     private static func make() throws -> Certificates {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
