@@ -1,4 +1,6 @@
 import AccessoryClient
+import AccessorySession
+import AccessoryTransport
 import ArgumentParser
 import Glibc
 
@@ -12,6 +14,7 @@ struct Loop: AsyncParsableCommand {
     )
 
     @Option(help: "The HTTP version on the link: 1.1 or 2.") var http = "1.1"
+    @Option(help: "The session layer under HTTP: on or off.") var session = "off"
     @Option(help: "The request's target.") var path = "/status"
     @Option(help: "Seconds to run.") var seconds = 10.0
     @Option(help: "Concurrent callers.") var callers = 1
@@ -29,10 +32,14 @@ struct Loop: AsyncParsableCommand {
         case "2": configuration.link.httpVersion = .http2
         default: throw ValidationError("--http takes 1.1 or 2, not \(self.http)")
         }
-        let client = AccessoryClient(
-            transport: ChildOnSocketPair(command: self.command, children: children, log: nil),
-            configuration: configuration
-        )
+        let line = ChildOnSocketPair(command: self.command, children: children, log: nil)
+        let transport: any ByteStreamTransport
+        switch self.session {
+        case "off": transport = line
+        case "on": transport = SessionTransport(wrapping: line)
+        default: throw ValidationError("--session takes on or off, not \(self.session)")
+        }
+        let client = AccessoryClient(transport: transport, configuration: configuration)
         let request = try AccessoryRequest(url: self.path)
         do {
             try await self.measure(client, request)
