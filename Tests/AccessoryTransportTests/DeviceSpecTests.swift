@@ -99,6 +99,8 @@ import Testing
         ("/dev/ttyACM0", "serial:/dev/ttyACM0 or unix:/dev/ttyACM0"),
         ("emulator:x", "takes nothing"),
         ("stdio:", "takes nothing"),
+        ("stdio?http=2", "stdio takes no options in the spec"),
+        ("exec?session=on:cat", "exec: takes no options in the spec"),
         ("unix:", "needs the socket's path"),
         ("exec:", "needs a command"),
         ("exec:   ", "needs a command"),

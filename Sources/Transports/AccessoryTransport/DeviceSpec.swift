@@ -111,7 +111,10 @@ public struct DeviceSpec: Sendable, Hashable, CustomStringConvertible {
           http=1.1|2              the HTTP version on the link (1.1)
         """
 
-    /// The canonical text form; `DeviceSpec(parsing: spec.description) == spec`.
+    /// The canonical text form; `DeviceSpec(parsing: spec.description) == spec`, except that
+    /// `stdio` and `exec:` take no link options in their text (give them with the CLI's
+    /// `--session` / `--http2` or the config file), so a spec of those kinds with link options
+    /// set prints without them.
     ///
     /// Serial options equal to their defaults are left out.
     public var description: String {

@@ -20,6 +20,19 @@ struct DeviceSpecParser {
         if self.text.lowercased().hasPrefix("aoa?") {
             return try self.parseAndroidAccessory(ids: nil, String(self.text.dropFirst(3)))
         }
+        // Link options have no place in these two texts (stdio is fixed, exec's is a command);
+        // say where they go instead of "unknown device".
+        let lowered = self.text.lowercased()
+        if lowered.hasPrefix("stdio?") {
+            throw self.invalid(
+                "stdio takes no options in the spec; give session= and http= with --session / --http2 or in the config file"
+            )
+        }
+        if lowered.hasPrefix("exec?") && !lowered.hasPrefix("exec?independent") {
+            throw self.invalid(
+                "exec: takes no options in the spec (only exec?independent:COMMAND); give session= and http= with --session / --http2 or in the config file"
+            )
+        }
         guard let colon = self.text.firstIndex(of: ":") else {
             if self.text.hasPrefix("/") || self.text.hasPrefix(".") {
                 throw self.invalid("a bare path is ambiguous; write serial:\(self.text) or unix:\(self.text)")
