@@ -190,7 +190,7 @@ extension SessionIOSuites {
                 }
                 switch result {
                 case .success(let (head, body)):
-                    let expected = (0..<size).map { EmulatedAccessory.patternByte(at: $0) }
+                    let expected = EmulatedAccessory.patternBytes(offset: 0, count: size)
                     if head.status == .ok && Array(body.readableBytesView) == expected {
                         succeeded += 1
                     } else {

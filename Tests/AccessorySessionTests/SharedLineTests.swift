@@ -141,7 +141,7 @@ extension SessionIOSuites {
             for size in [0, 1, 16351, 16352, 16353, 65536, 1 << 20, 8 << 20] {
                 let (head, body) = try await client.get("/bytes/\(size)", maxBodySize: 16 << 20)
                 #expect(head.status == .ok)
-                let expected = (0..<size).map { EmulatedAccessory.patternByte(at: $0) }
+                let expected = EmulatedAccessory.patternBytes(offset: 0, count: size)
                 #expect(
                     Digest.hex(.sha256, of: Array(body.readableBytesView)) == Digest.hex(.sha256, of: expected),
                     "size \(size)"
