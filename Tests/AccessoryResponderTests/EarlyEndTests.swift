@@ -56,7 +56,7 @@ import Testing
             #expect(written == preface.count)
             shutdown(host, CInt(SHUT_WR))
             let started = ContinuousClock.now
-            let closed = Self.readsToEnd(host, within: 10_000)
+            let closed = await offPool { Self.readsToEnd(host, within: 10_000) }
             let elapsed = ContinuousClock.now - started
             close(host)
             #expect(closed, "round \(round): the responder kept the link open for 10 s after the host's end")
