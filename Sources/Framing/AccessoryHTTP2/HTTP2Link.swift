@@ -94,6 +94,11 @@ public final class HTTP2Link: Sendable {
     /// Sends `request` on a new stream and hands the response to `handle`. When `handle` returns
     /// the stream is closed; a response not read to its end is reset (RST_STREAM), at once.
     ///
+    /// A `deadline` bounds the link's waits: the open, the request's writes, and every read of
+    /// the response. When it passes, they fail with `exchange-timeout` and the stream is reset;
+    /// a response that already ended fails nothing, and what `handle` awaits besides the
+    /// response is its own (as on an HTTP/1.1 link).
+    ///
     /// - Throws: what `handle` throws; `HTTPLinkError` for everything else (`exchange-timeout`
     ///   when `deadline` passes, `cancelled`, `link-closed`, `transport-failed`…).
     public func execute<Result: Sendable>(
@@ -102,8 +107,7 @@ public final class HTTP2Link: Sendable {
         deadline: ContinuousClock.Instant? = nil,
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
-        guard let deadline else { return try await self.exchange(request, body: body, handle) }
-        return try await withDeadline(deadline) { try await self.exchange(request, body: body, handle) }
+        try await self.exchange(request, body: body, deadline: deadline, handle)
     }
 
     /// Like ``execute(_:body:deadline:_:)``, but with `handleIsLinkWork` the exchange, `handle`
@@ -122,12 +126,24 @@ public final class HTTP2Link: Sendable {
         }
     }
 
+    /// With a deadline, the link's own waits end there: the open (``connect(until:)``), and on
+    /// the stream its request writes and its response reads (``ResponseStreamHandler`` resets the
+    /// stream at the deadline). What `handle` awaits besides the response is its own, as on an
+    /// HTTP/1.1 link.
     private func exchange<Result: Sendable>(
         _ request: HTTPRequest,
         body: HTTPRequestBody,
+        deadline: ContinuousClock.Instant?,
         _ handle: (HTTPLinkResponse) async throws -> Result
     ) async throws -> Result {
-        let stream = try await self.openStream(isHeadRequest: request.method == .head)
+        var streamDeadline: StreamDeadline?
+        if let deadline {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { throw Self.deadlineError }
+            streamDeadline = StreamDeadline(at: .now() + TimeAmount(left), expiry: DeadlineExpiry())
+        }
+        let stream = try await self.openStream(isHeadRequest: request.method == .head, deadline: streamDeadline)
+        let expiry = streamDeadline?.expiry
         let head = HTTP2RequestHead.make(request, body: body, configuration: self.configuration)
         defer { stream.close() }
         do {
@@ -162,6 +178,9 @@ public final class HTTP2Link: Sendable {
             throw error
         } catch is CancellationError {
             throw HTTPLinkError(.cancelled, "the exchange was cancelled; its HTTP/2 stream was reset")
+        } catch  where expiry?.hasPassed == true && (error is ChannelError || error is any NIOHTTP2Error) {
+            // A request write failed because the stream was reset at the deadline.
+            throw Self.deadlineError
         } catch let error as NIOHTTP2Errors.StreamClosed {
             throw HTTPLinkError(
                 .linkClosed,
@@ -173,6 +192,10 @@ public final class HTTP2Link: Sendable {
         } catch let error as ChannelError {
             throw HTTPLinkError(.linkClosed, "the HTTP/2 connection closed: \(error)", underlying: error)
         }
+    }
+
+    static var deadlineError: HTTPLinkError {
+        HTTPLinkError(.exchangeTimeout, "the exchange took longer than its deadline")
     }
 
     /// Trailer fields on one line, as `-v` shows them.
@@ -204,16 +227,18 @@ public final class HTTP2Link: Sendable {
     /// HTTP/2 payloads converted to response parts, and when the link decodes compressed
     /// responses, NIO's decompressor in between (it speaks HTTP/1 parts, so the stream converts
     /// to them and back; only then).
-    private func openStream(isHeadRequest: Bool) async throws -> HTTP2StreamExchange {
+    private func openStream(isHeadRequest: Bool, deadline: StreamDeadline?) async throws -> HTTP2StreamExchange {
         let configuration = self.configuration
         for attempt in 0..<2 {
-            let connection = try await self.connect()
+            let connection = try await self.connect(until: deadline?.at)
             do {
                 return try await connection.multiplexer.openStream { stream in
                     stream.eventLoop.makeCompletedFuture {
                         let handler = ResponseStreamHandler(
                             highWatermark: Self.responseHighWatermark,
-                            idleTimeout: configuration.idleTimeout
+                            idleTimeout: configuration.idleTimeout,
+                            deadline: deadline?.at,
+                            expiry: deadline?.expiry
                         )
                         let pipeline = stream.pipeline.syncOperations
                         if configuration.decompressResponses {
@@ -246,7 +271,8 @@ public final class HTTP2Link: Sendable {
         throw HTTPLinkError(.linkClosed, "could not open an HTTP/2 stream")
     }
 
-    private func connect() async throws -> Connection {
+    /// The open connection, or the one being opened, waited for until `deadline`.
+    private func connect(until deadline: NIODeadline?) async throws -> Connection {
         enum Next {
             case ready(Connection)
             case wait(Task<Connection, any Error>)
@@ -294,7 +320,8 @@ public final class HTTP2Link: Sendable {
         case .wait(let opening):
             return try await waitForOpen(
                 opening,
-                until: nil,
+                until: deadline,
+                expired: "the exchange took longer than its deadline while the link was opening",
                 cancelled: "the request was cancelled while the link was opening"
             )
         }
@@ -356,4 +383,10 @@ public final class HTTP2Link: Sendable {
             throw HTTPLinkError(.transportFailed, "could not open \(self.transport): \(error)", underlying: error)
         }
     }
+}
+
+/// An exchange's deadline on the connection's clock, and where its stream records that it passed.
+struct StreamDeadline: Sendable {
+    let at: NIODeadline
+    let expiry: DeadlineExpiry
 }

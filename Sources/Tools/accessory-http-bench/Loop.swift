@@ -20,6 +20,8 @@ struct Loop: AsyncParsableCommand {
     @Option(help: "Concurrent callers.") var callers = 1
     @Option(help: "Where the callers run: pool (Swift's global pool) or link (the link's event loop).")
     var caller = "pool"
+    @Option(help: "Each request's timeout in seconds (a deadline the link keeps); none by default.")
+    var timeout: Double?
     @Argument(help: "The device command, its stdio the socketpair (e.g. accessory-http serve --device stdio).")
     var command: [String]
 
@@ -40,7 +42,8 @@ struct Loop: AsyncParsableCommand {
         default: throw ValidationError("--session takes on or off, not \(self.session)")
         }
         let client = AccessoryClient(transport: transport, configuration: configuration)
-        let request = try AccessoryRequest(url: self.path)
+        var request = try AccessoryRequest(url: self.path)
+        request.timeout = self.timeout.map { .milliseconds(Int($0 * 1000)) }
         do {
             try await self.measure(client, request)
         } catch {
