@@ -331,7 +331,13 @@ final class USBLinkBridge: Sendable {
                 )
                 return
             }
-            if let error = self.submit(slot, length: count, moreBytesWaiting: self.socketHasBytes()) {
+            // Only a write that would end in a zero-length packet asks whether more bytes wait
+            // (an ioctl): for any other, the answer changes nothing.
+            let wouldEndInZLP = self.policy.needsZeroLengthPacket(
+                afterWriting: count,
+                maxPacketSize: self.interface.output.maxPacketSize
+            )
+            if let error = self.submit(slot, length: count, moreBytesWaiting: wouldEndInZLP && self.socketHasBytes()) {
                 self.fail(
                     error == .noDevice
                         ? "the USB device \(self.name) was disconnected (\(error.name))"
