@@ -52,7 +52,7 @@ import Testing
 
     @Test func startLineWithinLimitPasses() throws {
         let (channel, guardHandler) = try make(limit: 32)
-        guardHandler.mode = .startLine(seen: 0)
+        guardHandler.startResponse()
         try channel.writeInbound(ByteBuffer(string: "HTTP/1.1 200"))
         #expect(try channel.readInbound(as: ByteBuffer.self) == ByteBuffer(string: "HTTP/1.1 200"))
         guard case .startLine(let seen) = guardHandler.mode else {
@@ -72,7 +72,7 @@ import Testing
 
     @Test func startLineExactlyAtLimitPasses() throws {
         let (channel, guardHandler) = try make(limit: 17)
-        guardHandler.mode = .startLine(seen: 0)
+        guardHandler.startResponse()
         try channel.writeInbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\n"))  // 17 bytes
         #expect(caughtCode(channel) == nil)
         #expect(try channel.readInbound(as: ByteBuffer.self) != nil)
@@ -81,7 +81,7 @@ import Testing
 
     @Test func overlongStartLineIsRefused() throws {
         let (channel, guardHandler) = try make(limit: 16)
-        guardHandler.mode = .startLine(seen: 0)
+        guardHandler.startResponse()
         try channel.writeInbound(ByteBuffer(string: "HTTP/1.1 200 "))
         #expect(caughtCode(channel) == nil)
         _ = try channel.readInbound(as: ByteBuffer.self)
@@ -92,18 +92,38 @@ import Testing
 
     @Test func overlongStartLineWithoutLineFeedIsRefused() throws {
         let (channel, guardHandler) = try make(limit: 16)
-        guardHandler.mode = .startLine(seen: 0)
+        guardHandler.startResponse()
         #expect(codeOfWrite(channel, ByteBuffer(repeating: UInt8(ascii: "x"), count: 17)) == .responseTooLarge)
         _ = try channel.finish()
     }
 
     @Test func startLineCountsFromReaderIndex() throws {
         let (channel, guardHandler) = try make(limit: 17)
-        guardHandler.mode = .startLine(seen: 0)
+        guardHandler.startResponse()
         var buffer = ByteBuffer(string: "0123456789HTTP/1.1 200 OK\r\nrest")
         buffer.moveReaderIndex(forwardBy: 10)
         try channel.writeInbound(buffer)
         #expect(caughtCode(channel) == nil)
+        _ = try channel.finish()
+    }
+
+    /// A new response's accounting starts from nothing; a 1xx's final head is counted on top
+    /// of the 1xx (the read that carried the 1xx may hold the final head and beyond).
+    @Test func aNewResponseStartsItsCountButAnotherHeadKeepsIt() throws {
+        let (channel, guardHandler) = try make(limit: 64)
+        guardHandler.startResponse()
+        try channel.writeInbound(ByteBuffer(string: "HTTP/1.1 100 Continue\r\n\r\n"))
+        _ = try channel.readInbound(as: ByteBuffer.self)
+        #expect(guardHandler.bytesPassed == 25)
+        guardHandler.awaitAnotherHead()
+        #expect(guardHandler.bytesPassed == 25, "the 1xx's bytes belong to the same response")
+        try channel.writeInbound(ByteBuffer(string: "HTTP/1.1 200 OK\r\n"))
+        _ = try channel.readInbound(as: ByteBuffer.self)
+        #expect(guardHandler.bytesPassed == 42)
+        #expect(String(buffer: guardHandler.responseStart).hasPrefix("HTTP/1.1 100 Continue"))
+        guardHandler.startResponse()
+        #expect(guardHandler.bytesPassed == 0)
+        #expect(guardHandler.responseStart.readableBytes == 0)
         _ = try channel.finish()
     }
 

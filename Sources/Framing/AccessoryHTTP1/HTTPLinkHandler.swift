@@ -178,7 +178,7 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
             )
         }
         self.ports = ports
-        self.guardHandler.mode = .startLine(seen: 0)
+        self.guardHandler.startResponse()
         self.configuration.tracer?.emit(.requestHead(Self.render(head)))
 
         context.write(self.wrapOutboundOut(.head(head)), promise: nil)

@@ -26,25 +26,26 @@ final class LinkGuardHandler: ChannelInboundHandler, RemovableChannelHandler {
         case passThrough
     }
 
-    var mode: Mode = .idle {
-        didSet {
-            if case .startLine(seen: 0) = self.mode, !self.keepsAccounting {
-                self.responseStart.clear()
-                self.bytesPassed = 0
-                self.lastFour = 0
-            }
-        }
+    /// What the bytes from the device are now. A new response starts with
+    /// ``startResponse()``, which also starts its accounting afresh; setting `.startLine` here
+    /// keeps the accounting of the response in progress.
+    var mode: Mode = .idle
+
+    /// A request went out and its response is due: a status line first, and the accounting of
+    /// the last response (bytes passed, the copy of its start) starts again from nothing.
+    func startResponse() {
+        self.responseStart.clear()
+        self.bytesPassed = 0
+        self.lastFour = 0
+        self.mode = .startLine(seen: 0)
     }
-    private var keepsAccounting = false
 
     /// A 1xx head was decoded: another status line is due, within the same response's count.
     /// The read that carried the 1xx was counted and copied whole, and may hold the final
     /// head, its body and bytes beyond; clearing here lost them, so bytes after the final
     /// answer's end went unseen (found by the `response` fuzz target).
     func awaitAnotherHead() {
-        self.keepsAccounting = true
         self.mode = .startLine(seen: 0)
-        self.keepsAccounting = false
     }
 
     /// Bytes passed up to the decoder since the response began, and the last four of them.
