@@ -14,28 +14,6 @@ import Testing
 struct HTTP2DeadlineTests {
     static let deadline = Duration.milliseconds(150)
 
-    /// Serves `/silent` (no answer for 20 s), `/stall` (1 000 bytes of 10 000, then nothing),
-    /// `/sink` (never reads the request body) and `/fine`.
-    static func responder() -> HTTPResponder {
-        HTTPResponder { request in
-            switch request.head.path {
-            case "/silent", "/sink":
-                try await Task.sleep(for: .seconds(20))
-                return ResponderResponse(status: .ok)
-            case "/stall":
-                return ResponderResponse(
-                    status: .ok,
-                    body: .stream(length: 10_000) { writer in
-                        try await writer.write(ByteBuffer(repeating: 0x42, count: 1000))
-                        try await Task.sleep(for: .seconds(20))
-                    }
-                )
-            default:
-                return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
-            }
-        }
-    }
-
     /// A 64 MiB upload: far more than the stream's and the connection's flow-control windows.
     static func largeUpload() -> HTTPRequestBody {
         .stream(length: nil) { writer in
@@ -46,7 +24,7 @@ struct HTTP2DeadlineTests {
 
     @Test func aDeadlineEndsEveryKindOfWaitAndTheNextIsAnswered() async throws {
         // The idle bound is far off, so only the deadline can end these calls.
-        let client = http2Client(of: Self.responder(), name: "deadline responder") { $0.idleTimeout = .seconds(30) }
+        let client = http2Client(of: stallingResponder(), name: "deadline responder") { $0.idleTimeout = .seconds(30) }
         _ = try await client.get("/fine")
         let clock = ContinuousClock()
         for attempt in 1...16 {
@@ -87,7 +65,7 @@ struct HTTP2DeadlineTests {
     /// A deadline that passes after the whole response arrived fails nothing: the handler's
     /// own work after that is its own (as on an HTTP/1.1 link).
     @Test func aDeadlineAfterTheResponseEndedFailsNothing() async throws {
-        let client = http2Client(of: Self.responder(), name: "deadline responder")
+        let client = http2Client(of: stallingResponder(), name: "deadline responder")
         _ = try await client.get("/fine")  // the connection is open: the answer comes well in time
         // Far more than a warm /status takes, even under a sanitizer; not scaled, as the
         // handler's sleep past it would be.
@@ -107,7 +85,7 @@ struct HTTP2DeadlineTests {
 
     /// A deadline that has passed before the call starts ends it at once, without a stream.
     @Test func aDeadlineAlreadyPassedEndsTheCallAtOnce() async throws {
-        let client = http2Client(of: Self.responder(), name: "deadline responder")
+        let client = http2Client(of: stallingResponder(), name: "deadline responder")
         _ = try await client.get("/fine")
         var request = try AccessoryRequest(url: "/fine")
         request.timeout = .zero

@@ -75,24 +75,9 @@ struct HTTP2FailureTests {
     /// ends with `timed-out` after the idle bound, the stream is reset, and the connection
     /// answers the next request at once.
     @Test func aSilentStreamEndsAfterTheIdleTimeoutAndTheNextIsAnswered() async throws {
-        let responder = HTTPResponder { request in
-            switch request.head.path {
-            case "/silent":
-                try await Task.sleep(for: .seconds(20))
-                return ResponderResponse(status: .ok)
-            case "/stall":
-                return ResponderResponse(
-                    status: .ok,
-                    body: .stream(length: 10_000) { writer in
-                        try await writer.write(ByteBuffer(repeating: 0x42, count: 1000))
-                        try await Task.sleep(for: .seconds(20))
-                    }
-                )
-            default:
-                return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
-            }
+        let client = http2Client(of: stallingResponder(), name: "silent responder") {
+            $0.idleTimeout = .milliseconds(300)
         }
-        let client = http2Client(of: responder, name: "silent responder") { $0.idleTimeout = .milliseconds(300) }
         let clock = ContinuousClock()
         for attempt in 1...16 {
             for path in ["/silent", "/stall"] {

@@ -2,6 +2,7 @@ import AccessoryClient
 import AccessoryHTTP1
 import AccessoryResponder
 import AccessoryTransport
+import NIOCore
 import NIOPosix
 
 /// A client speaking HTTP/2 to `responder`, which serves each open of the link on its own
@@ -20,4 +21,27 @@ func http2Client(
     configuration.link.httpVersion = .http2
     configure(&configuration.link)
     return AccessoryClient(transport: transport, configuration: configuration)
+}
+
+/// A device that keeps callers waiting: `/silent` answers nothing for 20 s, `/stall` sends
+/// 1 000 bytes of a 10 000-byte body and then nothing, `/sink` never reads the request body
+/// (an upload is held by flow control); anything else is answered `fine` at once.
+func stallingResponder() -> HTTPResponder {
+    HTTPResponder { request in
+        switch request.head.path {
+        case "/silent", "/sink":
+            try await Task.sleep(for: .seconds(20))
+            return ResponderResponse(status: .ok)
+        case "/stall":
+            return ResponderResponse(
+                status: .ok,
+                body: .stream(length: 10_000) { writer in
+                    try await writer.write(ByteBuffer(repeating: 0x42, count: 1000))
+                    try await Task.sleep(for: .seconds(20))
+                }
+            )
+        default:
+            return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
+        }
+    }
 }
