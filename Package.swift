@@ -379,6 +379,7 @@ let package = Package(
                 "AccessoryCrypto", "AccessoryResponder",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         .testTarget(

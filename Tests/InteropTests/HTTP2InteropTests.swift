@@ -60,6 +60,30 @@ struct HTTP2InteropTests {
         }
     }
 
+    /// nginx sends GOAWAY after `keepalive_requests` streams on a connection: the link moves to a
+    /// new connection and no request fails, one after another and eight at once.
+    @Test func nginxGoAwayMovesTheLinkToANewConnection() async throws {
+        try await NginxFixture.with(http2: true, requestsPerConnection: 4) { nginx in
+            try await withClient("unix:\(nginx.socketPath)", configure: { $0.link.httpVersion = .http2 }) { client in
+                for round in 0..<16 {
+                    let (head, body) = try await client.get("/status")
+                    #expect(head.status == .ok, "request \(round)")
+                    #expect(body.text == #"{"model":"nginx","ok":true}"#, "request \(round)")
+                }
+                #expect((client.http2?.openCount ?? 0) >= 4, "16 requests, 4 per connection")
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<8 {
+                        group.addTask {
+                            let (head, _) = try await client.get("/status")
+                            #expect(head.status == .ok)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+        }
+    }
+
     @Test func curlAndH2loadAgainstTheResponder() async throws {
         let directory = try TemporaryDirectory("h2r")
         defer { directory.remove() }

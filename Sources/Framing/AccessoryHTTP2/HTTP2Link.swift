@@ -41,7 +41,15 @@ public final class HTTP2Link: Sendable {
     struct Connection: Sendable {
         let stream: OpenedByteStream
         var channel: any Channel { self.stream.channel }
-        let multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>
+        let streams: Streams
+    }
+
+    /// How a connection's streams are kept: as frames (``HTTP2ClientStreams``), or as stream
+    /// channels when the link decodes compressed responses (NIO's decompressor is a channel
+    /// handler, so it needs a stream's pipeline).
+    enum Streams: Sendable {
+        case frames(NIOLoopBound<HTTP2ClientStreams>)
+        case channels(NIOHTTP2Handler.AsyncStreamMultiplexer<Void>)
     }
 
     /// Runs async code on the connection's event loop (see `execute(_:body:deadline:handleIsLinkWork:_:)`).
@@ -53,12 +61,31 @@ public final class HTTP2Link: Sendable {
     ///   - transport: the byte stream pair to the accessory.
     ///   - configuration: the link's settings (see ``configuration``).
     ///   - eventLoop: the event loop the connection's channel and ``taskExecutor`` run on.
-    public init(transport: any ByteStreamTransport, configuration: LinkConfiguration, eventLoop: any EventLoop) {
+    public convenience init(
+        transport: any ByteStreamTransport,
+        configuration: LinkConfiguration,
+        eventLoop: any EventLoop
+    ) {
+        self.init(transport: transport, configuration: configuration, eventLoop: eventLoop, firstStreamID: 1)
+    }
+
+    /// A link whose connections number their first stream `firstStreamID` (odd): a test starts
+    /// near the end of the range to see a connection's stream IDs run out.
+    package init(
+        transport: any ByteStreamTransport,
+        configuration: LinkConfiguration,
+        eventLoop: any EventLoop,
+        firstStreamID: Int32
+    ) {
         self.transport = transport
         self.configuration = configuration
         self.eventLoop = eventLoop
         self.taskExecutor = EventLoopTaskExecutor(eventLoop)
+        self.firstStreamID = firstStreamID
     }
+
+    /// The ID of each connection's first stream.
+    private let firstStreamID: Int32
 
     /// How many times the connection was opened.
     public var openCount: Int { self.opens.withLock { $0 } }
@@ -142,56 +169,77 @@ public final class HTTP2Link: Sendable {
             guard left > .zero else { throw Self.deadlineError }
             streamDeadline = StreamDeadline(at: .now() + TimeAmount(left), expiry: DeadlineExpiry())
         }
-        let stream = try await self.openStream(isHeadRequest: request.method == .head, deadline: streamDeadline)
-        let expiry = streamDeadline?.expiry
         let head = HTTP2RequestHead.make(request, body: body, configuration: self.configuration)
-        defer { stream.close() }
-        do {
-            let tracer = self.configuration.tracer
-            tracer?.emit(.requestHead(Self.render(head)))
-            // A known body goes in one flush with its head and end, so the end rides on the last
-            // frame (EndStreamCoalescer) instead of a DATA frame of its own.
-            switch body.storage {
-            case .none:
-                stream.send([.head(head), .end(nil)])
-            case .bytes(let buffer):
-                stream.send(
-                    buffer.readableBytes > 0 ? [.head(head), .body(buffer), .end(nil)] : [.head(head), .end(nil)]
-                )
-            case .stream(let length, let produce):
-                try await stream.sendWaiting(.head(head))
-                // The same rule as on HTTP/1.1: trailers follow only a body of unknown length.
-                let trailers = length == nil ? TrailerFields() : nil
-                try await produce(RequestBodyWriter(trailers: trailers) { try await stream.sendWaiting(.body($0)) })
-                let trailerFields = trailers?.value
-                if let trailerFields { tracer?.emit(.note("trailer fields: \(Self.render(trailerFields))")) }
-                try await stream.sendWaiting(.end(trailerFields))
-            }
-            let responseHead = try await stream.finalHead()
-            tracer?.emit(.responseHead(Self.render(responseHead)))
-            let response = HTTPLinkResponse(
-                head: responseHead,
-                body: HTTPResponseBody(next: { try await stream.nextBodyBuffer() }, trailers: stream.trailers)
-            )
-            return try await handle(response)
-        } catch let error as HTTPLinkError {
-            throw error
-        } catch is CancellationError {
-            throw HTTPLinkError(.cancelled, "the exchange was cancelled; its HTTP/2 stream was reset")
-        } catch  where expiry?.hasPassed == true && (error is ChannelError || error is any NIOHTTP2Error) {
-            // A request write failed because the stream was reset at the deadline.
-            throw Self.deadlineError
-        } catch let error as NIOHTTP2Errors.StreamClosed {
-            throw HTTPLinkError(
-                .linkClosed,
-                "the device reset the HTTP/2 stream (\(error.errorCode))",
-                underlying: error
-            )
-        } catch let error as any NIOHTTP2Error {
-            throw HTTPLinkError(.malformedResponse, "the HTTP/2 exchange failed: \(error)", underlying: error)
-        } catch let error as ChannelError {
-            throw HTTPLinkError(.linkClosed, "the HTTP/2 connection closed: \(error)", underlying: error)
+        let tracer = self.configuration.tracer
+        tracer?.emit(.requestHead(Self.render(head)))
+        // A known body goes in one flush with its head and end, so the end rides on the last
+        // frame instead of a DATA frame of its own; a streamed body follows its head.
+        let first: [HTTPRequestPart]
+        switch body.storage {
+        case .none: first = [.head(head), .end(nil)]
+        case .bytes(let buffer):
+            first = buffer.readableBytes > 0 ? [.head(head), .body(buffer), .end(nil)] : [.head(head), .end(nil)]
+        case .stream: first = [.head(head)]
         }
+        // A stream the device refused with GOAWAY (RFC 9113 §6.8: above its last stream ID, so
+        // not processed) is sent again on a new connection, when its body can be sent again.
+        let replayable: Bool
+        if case .stream = body.storage { replayable = false } else { replayable = true }
+        for attempt in 0... {
+            let stream = try await self.openStream(
+                isHeadRequest: request.method == .head,
+                deadline: streamDeadline,
+                first: first
+            )
+            let expiry = streamDeadline?.expiry
+            defer { stream.close() }
+            do {
+                switch body.storage {
+                case .none, .bytes:
+                    break
+                case .stream(let length, let produce):
+                    // The same rule as on HTTP/1.1: trailers follow only a body of unknown length.
+                    let trailers = length == nil ? TrailerFields() : nil
+                    try await produce(RequestBodyWriter(trailers: trailers) { try await stream.sendWaiting(.body($0)) })
+                    let trailerFields = trailers?.value
+                    if let trailerFields { tracer?.emit(.note("trailer fields: \(Self.render(trailerFields))")) }
+                    try await stream.sendWaiting(.end(trailerFields))
+                }
+                let responseHead: HTTPResponse
+                do {
+                    responseHead = try await stream.finalHead()
+                } catch let refused as HTTP2StreamsRefused where replayable && attempt < 2 {
+                    tracer?.emit(.note("\(refused); sending the request again on a new connection"))
+                    continue
+                }
+                tracer?.emit(.responseHead(Self.render(responseHead)))
+                let response = HTTPLinkResponse(
+                    head: responseHead,
+                    body: HTTPResponseBody(next: { try await stream.nextBodyBuffer() }, trailers: stream.trailers)
+                )
+                return try await handle(response)
+            } catch let error as HTTPLinkError {
+                throw error
+            } catch is CancellationError {
+                throw HTTPLinkError(.cancelled, "the exchange was cancelled; its HTTP/2 stream was reset")
+            } catch  where expiry?.hasPassed == true && (error is ChannelError || error is any NIOHTTP2Error) {
+                // A request write failed because the stream was reset at the deadline.
+                throw Self.deadlineError
+            } catch let error as HTTP2StreamsRefused {
+                throw HTTPLinkError(.linkClosed, "\(error); the request was not processed", underlying: error)
+            } catch let error as NIOHTTP2Errors.StreamClosed {
+                throw HTTPLinkError(
+                    .linkClosed,
+                    "the device reset the HTTP/2 stream (\(error.errorCode))",
+                    underlying: error
+                )
+            } catch let error as any NIOHTTP2Error {
+                throw HTTPLinkError(.malformedResponse, "the HTTP/2 exchange failed: \(error)", underlying: error)
+            } catch let error as ChannelError {
+                throw HTTPLinkError(.linkClosed, "the HTTP/2 connection closed: \(error)", underlying: error)
+            }
+        }
+        throw HTTPLinkError(.linkClosed, "the device refused the request's HTTP/2 stream again and again")
     }
 
     static var deadlineError: HTTPLinkError {
@@ -223,46 +271,45 @@ public final class HTTP2Link: Sendable {
     /// returning flow-control credit to the device) until the exchange takes them.
     static let responseHighWatermark = 256 << 10
 
-    /// A new stream of the connection (opened first if there is none), with its pipeline: the
-    /// HTTP/2 payloads converted to response parts, and when the link decodes compressed
-    /// responses, NIO's decompressor in between (it speaks HTTP/1 parts, so the stream converts
-    /// to them and back; only then).
-    private func openStream(isHeadRequest: Bool, deadline: StreamDeadline?) async throws -> HTTP2StreamExchange {
+    /// A new stream of the connection (opened first if there is none), with `first` written on
+    /// it (the request head, and with a known body all of the request).
+    private func openStream(
+        isHeadRequest: Bool,
+        deadline: StreamDeadline?,
+        first: [HTTPRequestPart]
+    ) async throws -> HTTP2StreamExchange {
         let configuration = self.configuration
         for attempt in 0..<2 {
             let connection = try await self.connect(until: deadline?.at)
             do {
-                return try await connection.multiplexer.openStream { stream in
-                    stream.eventLoop.makeCompletedFuture {
-                        let handler = ResponseStreamHandler(
-                            highWatermark: Self.responseHighWatermark,
+                switch connection.streams {
+                case .frames(let streams):
+                    let open = { @Sendable () throws -> HTTP2StreamExchange in
+                        let io = try FrameStreamIO.open(
+                            on: streams,
                             idleTimeout: configuration.idleTimeout,
-                            deadline: deadline?.at,
-                            expiry: deadline?.expiry
+                            deadline: deadline,
+                            first: first
                         )
-                        let pipeline = stream.pipeline.syncOperations
-                        if configuration.decompressResponses {
-                            try pipeline.addHandlers(
-                                EndStreamCoalescer(),
-                                HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .http),
-                                NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio)),
-                                DecompressionFailureHandler(isHeadRequest: isHeadRequest),
-                                HTTP1ToHTTPClientCodec(),
-                                handler
-                            )
-                        } else {
-                            try pipeline.addHandlers(
-                                EndStreamCoalescer(),
-                                HTTP2FramePayloadToHTTPClientCodec(),
-                                handler
-                            )
-                        }
-                        return HTTP2StreamExchange(channel: stream, handler: handler, tracer: configuration.tracer)
+                        return HTTP2StreamExchange(stream: io, tracer: configuration.tracer)
                     }
+                    if streams.eventLoop.inEventLoop { return try open() }
+                    return try await streams.eventLoop.submit(open).get()
+                case .channels(let multiplexer):
+                    let exchange = try await Self.openStreamChannel(
+                        multiplexer,
+                        isHeadRequest: isHeadRequest,
+                        deadline: deadline,
+                        configuration: configuration
+                    )
+                    exchange.send(first)
+                    return exchange
                 }
             } catch {
-                // The connection went away under us (the device closed it, GOAWAY): open anew once.
-                self.forget(connection)
+                // The connection went away under us (the device closed it), or takes no new
+                // stream (GOAWAY, its stream IDs ran out: it closes itself once its streams are
+                // over): open anew once.
+                self.forget(connection, close: !(error is HTTP2StreamsRefused))
                 if attempt == 1 {
                     throw HTTPLinkError(.linkClosed, "could not open an HTTP/2 stream: \(error)", underlying: error)
                 }
@@ -271,6 +318,35 @@ public final class HTTP2Link: Sendable {
         throw HTTPLinkError(.linkClosed, "could not open an HTTP/2 stream")
     }
 
+    /// A stream channel with its pipeline: the HTTP/2 payloads converted to HTTP/1 parts for
+    /// NIO's decompressor, and back.
+    private static func openStreamChannel(
+        _ multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>,
+        isHeadRequest: Bool,
+        deadline: StreamDeadline?,
+        configuration: LinkConfiguration
+    ) async throws -> HTTP2StreamExchange {
+        try await multiplexer.openStream { stream in
+            stream.eventLoop.makeCompletedFuture {
+                let batches = ResponseBatches(
+                    eventLoop: stream.eventLoop,
+                    idleTimeout: configuration.idleTimeout,
+                    deadline: deadline
+                )
+                let handler = ResponseStreamHandler(batches: batches, highWatermark: Self.responseHighWatermark)
+                try stream.pipeline.syncOperations.addHandlers(
+                    EndStreamCoalescer(),
+                    HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .http),
+                    NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio)),
+                    DecompressionFailureHandler(isHeadRequest: isHeadRequest),
+                    HTTP1ToHTTPClientCodec(),
+                    handler
+                )
+                let io = StreamChannelIO(channel: stream, batches: NIOLoopBound(batches, eventLoop: stream.eventLoop))
+                return HTTP2StreamExchange(stream: io, tracer: configuration.tracer)
+            }
+        }
+    }
     /// The open connection, or the one being opened, waited for until `deadline`.
     private func connect(until deadline: NIODeadline?) async throws -> Connection {
         enum Next {
@@ -327,11 +403,11 @@ public final class HTTP2Link: Sendable {
         }
     }
 
-    private func forget(_ connection: Connection) {
+    private func forget(_ connection: Connection, close: Bool = true) {
         self.connection.withLock { state in
             if case .open(let current) = state, current.channel === connection.channel { state = .idle }
         }
-        connection.channel.close(promise: nil)
+        if close { connection.channel.close(promise: nil) }
     }
 
     private func open() async throws -> Connection {
@@ -346,18 +422,34 @@ public final class HTTP2Link: Sendable {
             HTTP2Setting(parameter: .maxHeaderListSize, value: configuration.limits.maxHeaderBlockSize),
         ]
         let pipelineSettings = settings
+        let firstStreamID = self.firstStreamID
         do {
-            let (stream, multiplexer) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
+            let (stream, streams) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
                 try await self.transport.open(
                     on: self.eventLoop,
                     building: { channel in
                         channel.eventLoop.makeCompletedFuture {
+                            let pipeline = channel.pipeline.syncOperations
                             if let tracer = configuration.tracer {
-                                try channel.pipeline.syncOperations.addHandler(
-                                    HTTP2FrameTraceHandler(tracer: tracer, client: true)
-                                )
+                                try pipeline.addHandler(HTTP2FrameTraceHandler(tracer: tracer, client: true))
                             }
-                            return try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
+                            guard configuration.decompressResponses else {
+                                let streams = HTTP2ClientStreams(
+                                    connectionWindow: HTTP2Windows.connection,
+                                    streamWindow: HTTP2Windows.stream,
+                                    firstStreamID: firstStreamID
+                                )
+                                try pipeline.addHandlers(
+                                    NIOHTTP2Handler(
+                                        mode: .client,
+                                        connectionConfiguration: pipelineSettings.connection,
+                                        streamConfiguration: pipelineSettings.stream
+                                    ),
+                                    streams
+                                )
+                                return Streams.frames(NIOLoopBound(streams, eventLoop: channel.eventLoop))
+                            }
+                            let multiplexer = try pipeline.configureAsyncHTTP2Pipeline(
                                 mode: .client,
                                 configuration: pipelineSettings
                             ) { stream in
@@ -366,13 +458,14 @@ public final class HTTP2Link: Sendable {
                                 stream.close(promise: nil)
                                 return stream.eventLoop.makeSucceededVoidFuture()
                             }
+                            return Streams.channels(multiplexer)
                         }
                     }
                 )
             }
             self.opens.withLock { $0 += 1 }
             configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
-            return Connection(stream: stream, multiplexer: multiplexer)
+            return Connection(stream: stream, streams: streams)
         } catch let error as HTTPLinkError where error.code == .exchangeTimeout {
             throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
         } catch let error as HTTPLinkError {

@@ -4,46 +4,43 @@ import NIOCore
 import NIOHTTPTypes
 
 /// One exchange's side of a client stream, from whatever executor the exchange runs on: it
-/// writes the request into the stream channel and reads the response in the batches its
-/// ``ResponseStreamHandler`` hands over. On the stream's event loop (an exchange that runs as
-/// link work), parts that are already there are taken without suspending.
+/// writes the request on the stream and reads the response in the batches the stream's
+/// ``ResponseBatches`` hand over. On the stream's event loop (an exchange that runs as link
+/// work), parts that are already there are taken without suspending.
 final class HTTP2StreamExchange: @unchecked Sendable {
     // @unchecked: `queue`, `index` and `ending` belong to the exchange that opened the stream,
     // which reads its response one call at a time (the head first, then the body, iterated
-    // once); the handler is reached only on its event loop, through NIOLoopBound.
-    let channel: any Channel
-    private let handler: NIOLoopBound<ResponseStreamHandler>
+    // once); the stream's state is reached only on its event loop, through `stream`.
+    private let stream: any HTTP2ClientStreamIO
     private var queue: [HTTPResponsePart] = []
     private var index = 0
-    private var ending: ResponseStreamHandler.Ending?
+    private var ending: ResponseBatches.Ending?
     private var responseEnded = false
     /// Where the response's trailer fields are recorded, before the body's end is reported.
     let trailers = TrailerFields()
     /// Reports trailer fields for `-v`.
     private let tracer: LinkTracer?
 
-    init(channel: any Channel, handler: ResponseStreamHandler, tracer: LinkTracer? = nil) {
-        self.channel = channel
+    init(stream: any HTTP2ClientStreamIO, tracer: LinkTracer? = nil) {
+        self.stream = stream
         self.tracer = tracer
-        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
     }
 
     /// Writes `parts` and flushes them, without waiting: a failure of the stream shows in its
     /// response, which the exchange reads next.
     func send(_ parts: [HTTPRequestPart]) {
-        for part in parts.dropLast() { self.channel.write(part, promise: nil) }
-        if let last = parts.last { self.channel.writeAndFlush(last, promise: nil) }
+        self.stream.send(parts)
     }
 
-    /// Writes one part and waits until the stream took it (flow control and the outbound
-    /// watermarks hold a streamed upload back here).
+    /// Writes one part and waits until the stream took it (flow control holds a streamed upload
+    /// back here).
     func sendWaiting(_ part: HTTPRequestPart) async throws {
-        try await self.channel.writeAndFlush(part).get()
+        try await self.stream.sendWaiting(part)
     }
 
     /// Closes the stream when the exchange is over; one that has not ended both ways is reset.
     func close() {
-        self.channel.close(promise: nil)
+        self.stream.close()
     }
 
     /// The final response head; 1xx heads are skipped (at most 100 of them).
@@ -122,20 +119,20 @@ final class HTTP2StreamExchange: @unchecked Sendable {
         }
     }
 
-    private func nextBatch() async throws -> ResponseStreamHandler.Batch {
-        let handler = self.handler
-        let eventLoop = self.channel.eventLoop
-        if eventLoop.inEventLoop, let ready = handler.value.takeReady() { return ready }
+    private func nextBatch() async throws -> ResponseBatches.Batch {
+        let stream = self.stream
+        let eventLoop = stream.eventLoop
+        if eventLoop.inEventLoop, let ready = stream.batches.value.takeReady() { return ready }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 if eventLoop.inEventLoop {
-                    handler.value.wait(continuation)
+                    stream.batches.value.wait(continuation)
                 } else {
-                    eventLoop.execute { handler.value.wait(continuation) }
+                    eventLoop.execute { stream.batches.value.wait(continuation) }
                 }
             }
         } onCancel: {
-            eventLoop.execute { handler.value.cancel() }
+            eventLoop.execute { stream.batches.value.cancel() }
         }
     }
 }

@@ -42,10 +42,13 @@ final class NginxFixture: Sendable {
     ///   - tcpPort: also listen on 127.0.0.1 at this port (for URLSession's own HTTP stack).
     ///   - stallUpstream: a unix socket that accepts and never answers: `/stall` is proxied to
     ///     it, so nginx takes the request and sends nothing back.
+    ///   - requestsPerConnection: nginx's `keepalive_requests`: after that many requests on a
+    ///     connection it closes it (HTTP/1.1) or sends GOAWAY (HTTP/2).
     static func with<T>(
         tcpPort: UInt16? = nil,
         stallUpstream: String? = nil,
         http2: Bool = false,
+        requestsPerConnection: Int? = nil,
         _ body: (NginxFixture) async throws -> T
     ) async throws -> T {
         guard access(Self.executable, X_OK) == 0 else {
@@ -55,7 +58,13 @@ final class NginxFixture: Sendable {
         }
         let directory = try TemporaryDirectory("ngx")
         defer { directory.remove() }
-        let fixture = try await Self.start(in: directory, tcpPort: tcpPort, stallUpstream: stallUpstream, http2: http2)
+        let fixture = try await Self.start(
+            in: directory,
+            tcpPort: tcpPort,
+            stallUpstream: stallUpstream,
+            http2: http2,
+            requestsPerConnection: requestsPerConnection
+        )
         defer { fixture.process.stop() }
         return try await body(fixture)
     }
@@ -64,7 +73,8 @@ final class NginxFixture: Sendable {
         in directory: TemporaryDirectory,
         tcpPort: UInt16?,
         stallUpstream: String?,
-        http2: Bool
+        http2: Bool,
+        requestsPerConnection: Int?
     ) async throws -> NginxFixture {
         let root = try directory.makeDirectory("www")
         let temporary = try directory.makeDirectory("tmp")
@@ -74,6 +84,7 @@ final class NginxFixture: Sendable {
         try writeFile("\(root)/text.txt", Array(Self.text.utf8))
         try writeFile("\(root)/slow.bin", secureRandomBytes(Self.slowSize))
         let tcpListen = tcpPort.map { "listen 127.0.0.1:\($0);" } ?? ""
+        let requestLimit = requestsPerConnection.map { "keepalive_requests \($0);" } ?? ""
         let stall =
             stallUpstream.map {
                 "location = /stall { proxy_pass http://unix:\($0):/; proxy_read_timeout 300s; }"
@@ -96,6 +107,7 @@ final class NginxFixture: Sendable {
                 server {
                     listen unix:\(socket)\(http2 ? " http2" : "");
                     \(tcpListen)
+                    \(requestLimit)
                     location / { root \(root); }
                     location = /text.txt { root \(root); gzip on; gzip_types text/plain; gzip_min_length 1; }
                     location = /slow.bin { root \(root); limit_rate 10k; }

@@ -1,0 +1,316 @@
+import AccessoryHTTP1
+import HTTPTypes
+import NIOCore
+import NIOHTTP2
+import NIOHTTPTypes
+
+/// The client streams of one HTTP/2 connection, kept as frames: the handler after a
+/// `NIOHTTP2Handler` made without a stream multiplexer. It sends each exchange's request as
+/// frames on a stream ID of its own, sorts the frames it receives by stream ID into each
+/// exchange's ``ResponseBatches``, and returns flow-control credit (WINDOW_UPDATE) for the
+/// connection as frames arrive and for a stream as its exchange takes them.
+///
+/// Why not swift-nio-http2's stream channels: a channel, its pipeline and the HTTP-types codec
+/// built and torn down per exchange were most of an HTTP/2 `/status` exchange's CPU time, above
+/// the frames themselves (docs/performance.md). A link that decodes compressed responses still
+/// uses them: NIO's decompressor is a channel handler.
+///
+/// `NIOHTTP2Handler` keeps the protocol's rules: stream states, header block and content-length
+/// validation, outbound flow control and MAX_CONCURRENT_STREAMS (it holds frames until they
+/// may go), PING and SETTINGS acknowledgements. Every method runs on the connection's event loop.
+final class HTTP2ClientStreams: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    private var context: ChannelHandlerContext?
+    private var streams: [HTTP2StreamID: ClientStream] = [:]
+    /// Streams that received something in the current read: handed over at its end.
+    private var readStreams: [ClientStream] = []
+    private var nextStreamID: Int32
+    private var connectionWindow: InboundWindow
+    private let streamWindow: Int
+    /// Why no new stream may open here: the connection closed, the device sent GOAWAY, or the
+    /// stream IDs ran out. The link opens another connection, and this one closes once its last
+    /// stream is over.
+    private var refusal: String?
+
+    /// - Parameters:
+    ///   - connectionWindow: the connection's receive window, kept topped up to it.
+    ///   - streamWindow: each stream's receive window (SETTINGS_INITIAL_WINDOW_SIZE).
+    ///   - firstStreamID: the first stream's ID (odd; a test starts near the end of the range).
+    init(connectionWindow: Int, streamWindow: Int, firstStreamID: Int32 = 1) {
+        self.connectionWindow = InboundWindow(target: connectionWindow)
+        self.streamWindow = streamWindow
+        self.nextStreamID = firstStreamID
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.connectionGone(.closed)
+        self.context = nil
+    }
+
+    // MARK: Exchanges (on the event loop)
+
+    /// A new stream for one exchange, which must write its request head at once (stream IDs go
+    /// out in the order they were taken).
+    ///
+    /// - Throws: `HTTP2StreamsRefused` when this connection takes no new stream.
+    func openStream(idleTimeout: Duration, deadline: StreamDeadline?) throws -> ClientStream {
+        if let refusal = self.refusal { throw HTTP2StreamsRefused(reason: refusal) }
+        guard let context = self.context else { throw HTTP2StreamsRefused(reason: "the connection closed") }
+        let id = HTTP2StreamID(self.nextStreamID)
+        if self.nextStreamID > Int32.max - 2 {
+            self.refusal = "its stream IDs ran out"
+        } else {
+            self.nextStreamID += 2
+        }
+        let batches = ResponseBatches(eventLoop: context.eventLoop, idleTimeout: idleTimeout, deadline: deadline)
+        let stream = ClientStream(
+            id: id,
+            streams: self,
+            batches: batches,
+            window: InboundWindow(target: self.streamWindow)
+        )
+        self.streams[id] = stream
+        return stream
+    }
+
+    /// Writes one frame of `stream`'s request; `flush` sends what was written.
+    func write(
+        _ payload: HTTP2Frame.FramePayload,
+        on stream: ClientStream,
+        flush: Bool,
+        promise: EventLoopPromise<Void>?
+    ) {
+        guard let context = self.context, !stream.isReset else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        context.write(self.wrapOutboundOut(HTTP2Frame(streamID: stream.id, payload: payload)), promise: promise)
+        if flush { context.flush() }
+    }
+
+    /// Resets `stream` (RST_STREAM CANCEL) unless it closed already; its late frames are dropped.
+    func reset(_ stream: ClientStream) {
+        guard !stream.isReset else { return }
+        stream.isReset = true
+        stream.window.closed = true
+        guard self.streams[stream.id] === stream, let context = self.context else { return }
+        self.streams[stream.id] = nil
+        context.writeAndFlush(
+            self.wrapOutboundOut(HTTP2Frame(streamID: stream.id, payload: .rstStream(.cancel))),
+            promise: nil
+        )
+        self.closeIfRetired()
+    }
+
+    /// The exchange is over: its timers stop, and a stream still open is reset.
+    func release(_ stream: ClientStream) {
+        stream.batches.stop()
+        self.reset(stream)
+    }
+
+    /// The exchange took `count` body bytes of `stream`: the device may send that much more.
+    func credit(_ count: Int, to stream: ClientStream) {
+        guard self.streams[stream.id] === stream, let increment = stream.window.frameEmitted(size: count) else {
+            return
+        }
+        self.writeWindowUpdate(increment, for: stream.id)
+    }
+
+    // MARK: The connection's inbound side
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = self.unwrapInboundIn(data)
+        guard frame.streamID != .rootStream else {
+            if case .goAway(let lastStreamID, _, _) = frame.payload {
+                // The streams above its last stream ID were not processed; NIOHTTP2Handler closes
+                // them next (StreamClosedEvent), and their exchanges may send them again.
+                for (id, stream) in self.streams where id > lastStreamID { stream.refusedByGoAway = true }
+                if self.refusal == nil { self.refusal = "the device sent GOAWAY" }
+                self.closeIfRetired()
+            }
+            return
+        }
+        // A frame of a stream that is no longer here (reset by the exchange) is dropped.
+        guard let stream = self.streams[frame.streamID] else { return }
+        stream.receive(frame.payload)
+        if !stream.inReadList {
+            stream.inReadList = true
+            self.readStreams.append(stream)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        let streams = self.readStreams
+        self.readStreams.removeAll(keepingCapacity: true)
+        for stream in streams {
+            stream.inReadList = false
+            stream.batches.handOver()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event {
+        case let closed as StreamClosedEvent:
+            if let stream = self.streams.removeValue(forKey: closed.streamID) {
+                stream.closed(reason: closed.reason)
+                self.closeIfRetired()
+            }
+        case let updated as NIOHTTP2WindowUpdatedEvent:
+            guard let size = updated.inboundWindowSize else { break }
+            if updated.streamID == .rootStream {
+                if let increment = self.connectionWindow.newWindowSize(size) {
+                    self.writeWindowUpdate(increment, for: .rootStream)
+                }
+            } else if let stream = self.streams[updated.streamID], let increment = stream.window.newWindowSize(size) {
+                self.writeWindowUpdate(increment, for: stream.id)
+            }
+        case let changed as NIOHTTP2BulkStreamWindowChangeEvent:
+            for stream in self.streams.values {
+                if let increment = stream.window.initialWindowSizeChanged(delta: changed.delta) {
+                    self.writeWindowUpdate(increment, for: stream.id)
+                }
+            }
+        default:
+            break
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// An error of one stream fails that stream; any other fails every stream, as swift-nio-http2's
+    /// multiplexer hands it to every stream channel (a connection error closes the connection next).
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            self.streams[streamError.streamID]?.batches.end(.failed(streamError.baseError))
+        } else {
+            for stream in self.streams.values { stream.batches.end(.failed(error)) }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.connectionGone(.closed)
+        context.fireChannelInactive()
+    }
+
+    private func connectionGone(_ ending: ResponseBatches.Ending) {
+        if self.refusal == nil { self.refusal = "the connection closed" }
+        let streams = self.streams.values
+        self.streams.removeAll()
+        for stream in streams {
+            stream.window.closed = true
+            stream.batches.end(ending)
+        }
+    }
+
+    /// A connection that takes no new stream closes when its last stream is over.
+    private func closeIfRetired() {
+        guard self.refusal != nil, self.streams.isEmpty, let context = self.context else { return }
+        context.close(promise: nil)
+    }
+
+    /// Writes a WINDOW_UPDATE and flushes it at once, as swift-nio-http2's stream channels do:
+    /// a control frame left unflushed in NIOHTTP2Handler's buffer while the channel is not
+    /// writable trips its ordering assertion when the channel becomes writable again.
+    private func writeWindowUpdate(_ increment: Int, for id: HTTP2StreamID) {
+        guard let context = self.context else { return }
+        let frame = HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: increment))
+        context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
+    }
+}
+
+@available(*, unavailable)
+extension HTTP2ClientStreams: Sendable {}
+
+/// One exchange's stream on a frame-level connection (``HTTP2ClientStreams``), on its event loop:
+/// the response as it arrives, its receive window, and whether it was reset.
+final class ClientStream: ResponseBatches.Owner {
+    let id: HTTP2StreamID
+    let batches: ResponseBatches
+    var window: InboundWindow
+    /// The exchange (or the link for it) reset the stream: nothing more is written on it.
+    var isReset = false
+    var inReadList = false
+    /// The device's GOAWAY left this stream out: it was not processed.
+    var refusedByGoAway = false
+    private var finalHeadArrived = false
+    private let streams: HTTP2ClientStreams
+
+    init(id: HTTP2StreamID, streams: HTTP2ClientStreams, batches: ResponseBatches, window: InboundWindow) {
+        self.id = id
+        self.streams = streams
+        self.batches = batches
+        self.window = window
+        batches.owner = self
+    }
+
+    /// A frame the device sent on this stream.
+    func receive(_ payload: HTTP2Frame.FramePayload) {
+        switch payload {
+        case .headers(let headers):
+            do {
+                if self.finalHeadArrived {
+                    self.batches.append(.end(try HTTP2Fields.trailers(headers.headers)))
+                } else {
+                    let head = try HTTP2Fields.response(headers.headers)
+                    self.finalHeadArrived = head.status.kind != .informational
+                    self.batches.append(.head(head))
+                    if headers.endStream { self.batches.append(.end(nil)) }
+                }
+            } catch {
+                self.batches.end(.failed(error))
+                self.streams.reset(self)
+            }
+            if headers.endStream { self.window.closed = true }
+        case .data(let data):
+            guard case .byteBuffer(let buffer) = data.data else { return }
+            self.window.frameReceived(size: buffer.readableBytes)
+            if buffer.readableBytes > 0 { self.batches.append(.body(buffer)) }
+            if data.endStream {
+                self.window.closed = true
+                self.batches.append(.end(nil))
+            }
+        default:
+            // RST_STREAM also arrives as a StreamClosedEvent; WINDOW_UPDATE and PRIORITY are
+            // NIOHTTP2Handler's.
+            break
+        }
+    }
+
+    /// The stream closed: cleanly, or reset with `reason` (by the device, or by NIOHTTP2Handler
+    /// for a stream error).
+    func closed(reason: NIOHTTP2.HTTP2ErrorCode?) {
+        self.window.closed = true
+        if self.refusedByGoAway {
+            self.batches.end(
+                .failed(HTTP2StreamsRefused(reason: "the device sent GOAWAY before it processed stream \(self.id)"))
+            )
+        } else if let reason {
+            self.batches.end(.failed(NIOHTTP2Errors.streamClosed(streamID: self.id, errorCode: reason)))
+        } else {
+            self.batches.end(.closed)
+        }
+    }
+
+    func resetStream() {
+        self.streams.reset(self)
+    }
+
+    func bodyBytesTaken(_ count: Int) {
+        self.streams.credit(count, to: self)
+    }
+}
+
+@available(*, unavailable)
+extension ClientStream: Sendable {}
+
+/// A connection that takes no new stream; the link opens another.
+struct HTTP2StreamsRefused: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "the HTTP/2 connection takes no new stream: \(self.reason)" }
+}
