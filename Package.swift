@@ -472,8 +472,12 @@ if Context.environment["ACCESSORY_HTTP_FUZZ"] == "1" {
             dependencies: [
                 "CLibFuzzer", "AccessoryHTTP1", "AccessorySession", "AccessoryTLS", "AccessoryClient",
                 "AccessoryResponder", "AccessoryTransport", "AccessoryBridge", "AccessoryDevices",
+                "AccessoryHTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

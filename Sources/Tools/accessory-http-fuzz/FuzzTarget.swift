@@ -2,6 +2,8 @@
 enum FuzzTarget: String, CaseIterable {
     /// The host's response path: bytes from a device through the link's real pipeline.
     case response
+    /// The host's HTTP/2 response path: a device's side of the connection against open streams.
+    case http2Response = "http2-response"
     /// The responder's request path: bytes from a host through `HTTPResponder`, served for real.
     case request
     /// The session frame reader: frames cut from arbitrary, damaged and split input.
@@ -33,6 +35,7 @@ enum FuzzTarget: String, CaseIterable {
     func run(_ input: inout FuzzInput) {
         switch self {
         case .response: ResponsePathTarget.run(&input)
+        case .http2Response: HTTP2ResponsePathTarget.run(&input)
         case .request: RequestPathTarget.run(&input)
         case .sessionReader: SessionReaderTarget.run(&input)
         case .sessionResponder: SessionResponderTarget.run(&input)

@@ -55,6 +55,25 @@ zipped = gzip.compress(b"compressed body " * 8, mtime=0)
 put("response", "gzip", bytes([4, 0, 0]) + b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: "
     + str(len(zipped)).encode() + b"\r\n\r\n" + zipped)
 
+# http2-response: options byte (streams - 1 in the low bits, 0x10 = no SETTINGS preface added),
+# cancels byte (bit n: an exchange gives up after read n), then reads; the device's frames.
+def h2(kind, flags, stream, payload=b""):
+    """RFC 9113 section 4.1: length (24 bits), type, flags, stream ID."""
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+status_200, status_204, status_100 = b"\x88", b"\x89", b"\x08\x03100"  # HPACK: indexed, indexed, literal
+trailer = b"\x00\x03x-t\x01v"
+settings_ack = h2(4, 1, 0)
+put("http2-response", "ok-body", bytes([0, 0, 0]) + settings_ack + h2(1, 4, 1, status_200) + h2(0, 1, 1, b"hello"))
+put("http2-response", "three-streams", bytes([2, 0, 0]) + settings_ack + h2(1, 4, 1, status_200)
+    + h2(0, 0, 1, b"a" * 100) + h2(1, 5, 1, trailer) + h2(1, 4, 3, status_204) + h2(0, 1, 3)
+    + h2(3, 0, 5, struct.pack(">I", 2)) + h2(7, 0, 0, struct.pack(">II", 3, 0)))
+put("http2-response", "informational-then-final", bytes([0, 0, 7]) + h2(1, 4, 1, status_100)
+    + h2(8, 0, 0, struct.pack(">I", 1000)) + h2(6, 0, 0, b"12345678") + h2(1, 4, 1, status_200)
+    + h2(0, 1, 1, b"x" * 5000))
+put("http2-response", "cancelled-mid-body", bytes([1, 0xFF, 16]) + h2(1, 4, 1, status_200) + h2(0, 0, 1, b"b" * 300)
+    + h2(1, 4, 3, status_200) + h2(0, 1, 3, b"c" * 300) + h2(0, 1, 1, b"d"))
+
 # request: the bytes a host sends, as they are.
 requests = {
     "get": b"GET /status HTTP/1.1\r\nHost: accessory\r\n\r\n",
