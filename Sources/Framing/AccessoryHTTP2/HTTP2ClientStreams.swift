@@ -33,6 +33,15 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     /// stream IDs ran out. The link opens another connection, and this one closes once its last
     /// stream is over.
     private var refusal: String?
+    /// An error NIOHTTP2Handler reported without naming a stream, in the current read: a stream's
+    /// (the handler resets that stream, and when the reset waited in its buffer, the
+    /// StreamClosedEvent comes after the error and takes it), or the connection's (the handler
+    /// sends GOAWAY: ``wroteFrame(_:)``; the streams fail with it when the connection goes).
+    private var unclaimedError: (any Error)?
+    /// NIOHTTP2Handler sent GOAWAY (a connection error): the connection is closing.
+    private var goAwaySent = false
+    /// The error that ended the connection, its streams' error.
+    private var connectionError: (any Error)?
 
     /// - Parameters:
     ///   - connectionWindow: the connection's receive window, kept topped up to it.
@@ -146,6 +155,8 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        // NIOHTTP2Handler has sent what it buffered in this read (its resets included) by now.
+        self.unclaimedError = nil
         let streams = self.readStreams
         self.readStreams.removeAll(keepingCapacity: true)
         for stream in streams {
@@ -158,8 +169,16 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event {
         case let closed as StreamClosedEvent:
+            // A reset that follows an unclaimed error is that error's stream (ours or not).
+            let error = closed.reason == nil ? nil : self.unclaimedError
+            if error != nil { self.unclaimedError = nil }
             if let stream = self.streams.removeValue(forKey: closed.streamID) {
-                stream.closed(reason: closed.reason)
+                if let error {
+                    stream.window.closed = true
+                    stream.batches.end(.failed(error))
+                } else {
+                    stream.closed(reason: closed.reason)
+                }
                 self.closeIfRetired()
             }
         case let updated as NIOHTTP2WindowUpdatedEvent:
@@ -183,14 +202,19 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    /// An error of one stream fails that stream; any other fails every stream, as swift-nio-http2's
-    /// multiplexer hands it to every stream channel (a connection error closes the connection next).
+    /// An error of one stream fails that stream, never the others. NIOHTTP2Handler names the
+    /// stream of an error in a write (`StreamError`); one in a received frame it reports bare and
+    /// resets that stream (the reset's StreamClosedEvent takes the error when it comes after it;
+    /// otherwise the exchange fails as reset). A bare error is kept for a stream reset or the
+    /// connection's end in the same read (``unclaimedError``).
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let streamError = error as? NIOHTTP2Errors.StreamError {
             self.streams[streamError.streamID]?.batches.end(.failed(streamError.baseError))
-        } else {
-            for stream in self.streams.values { stream.batches.end(.failed(error)) }
+            return
         }
+        self.unclaimedError = error
+        // The handler reports a connection error just after its GOAWAY.
+        if self.goAwaySent, self.connectionError == nil { self.connectionError = error }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -198,8 +222,10 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
         context.fireChannelInactive()
     }
 
-    private func connectionGone(_ ending: ResponseBatches.Ending) {
+    private func connectionGone(_ closed: ResponseBatches.Ending) {
         if self.refusal == nil { self.refusal = "the connection closed" }
+        let ending = (self.connectionError ?? self.unclaimedError).map { ResponseBatches.Ending.failed($0) } ?? closed
+        self.unclaimedError = nil
         let streams = self.streams.values
         self.streams.removeAll()
         for stream in streams {
@@ -221,6 +247,21 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
         guard let context = self.context else { return }
         let frame = HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: increment))
         context.writeAndFlush(self.wrapOutboundOut(frame), promise: nil)
+    }
+}
+
+extension HTTP2ClientStreams: NIOHTTP2FrameDelegate {
+    /// Sees every frame NIOHTTP2Handler writes. A link never sends GOAWAY itself: one written is
+    /// the handler's answer to a connection error, after which the connection takes no stream.
+    /// It closes (on the next tick, outside the handler's write), its streams failing with the
+    /// error, and the next request opens another connection.
+    func wroteFrame(_ frame: HTTP2Frame) {
+        guard case .goAway = frame.payload, let context = self.context else { return }
+        self.goAwaySent = true
+        if self.refusal == nil { self.refusal = "the connection failed" }
+        context.eventLoop.assumeIsolated().execute {
+            self.context?.close(promise: nil)
+        }
     }
 }
 

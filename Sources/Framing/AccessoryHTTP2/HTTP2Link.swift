@@ -442,6 +442,7 @@ public final class HTTP2Link: Sendable {
                                 try pipeline.addHandlers(
                                     NIOHTTP2Handler(
                                         mode: .client,
+                                        frameDelegate: streams,
                                         connectionConfiguration: pipelineSettings.connection,
                                         streamConfiguration: pipelineSettings.stream
                                     ),

@@ -1,0 +1,130 @@
+import AccessoryClient
+import AccessoryHTTP1
+import AccessoryTestSupport
+import AccessoryTransport
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import Testing
+
+/// A device whose answer on one stream breaks HTTP/2's rules (a malformed header block: a stream
+/// error, RFC 9113 §8.1.1) fails that exchange alone: the exchange on another stream of the same
+/// connection is answered, and so is the next request.
+@Suite("HTTP/2 stream errors", .timeLimit(.minutes(1)))
+struct HTTP2StreamErrorTests {
+    @Test func aMalformedHeadFailsItsOwnExchangeOnly() async throws {
+        let client = Self.client()
+        for attempt in 1...16 {
+            async let slow = client.get("/slow")
+            try await Task.sleep(for: .milliseconds(20))
+            do {
+                _ = try await client.get("/malformed")
+                Issue.record("attempt \(attempt): a malformed head was delivered as a success")
+            } catch {
+                #expect(error.underlying is HTTPLinkError, "attempt \(attempt): \(String(reflecting: error))")
+            }
+            let (slowHead, slowBody) = try await slow
+            #expect(slowHead.status == .ok && String(buffer: slowBody) == "slow", "attempt \(attempt)")
+            let (head, body) = try await client.get("/fine")
+            #expect(head.status == .ok && String(buffer: body) == "fine", "attempt \(attempt)")
+        }
+        #expect(client.http2?.openCount == 1, "a stream's error must not cost the connection")
+        await client.shutdown()
+    }
+
+    /// A frame that breaks the connection's rules (DATA on stream 0: a connection error, RFC 9113
+    /// §6.1) ends every exchange on it at once, not at the idle bound, and the next request opens
+    /// a new connection.
+    @Test func aConnectionErrorEndsItsExchangesAtOnceAndTheNextIsAnswered() async throws {
+        let client = Self.client()
+        for attempt in 1...16 {
+            let started = ContinuousClock.now
+            async let slow = client.get("/slow")
+            try await Task.sleep(for: .milliseconds(20))
+            do {
+                _ = try await client.get("/connection-error")
+                Issue.record("attempt \(attempt): an exchange on a broken connection succeeded")
+            } catch {
+                #expect(error.underlying is HTTPLinkError, "attempt \(attempt): \(String(reflecting: error))")
+            }
+            do {
+                _ = try await slow
+                Issue.record("attempt \(attempt): an exchange on a broken connection succeeded")
+            } catch {
+                let underlying = (error as? AccessoryClientError)?.underlying
+                #expect(underlying is HTTPLinkError, "attempt \(attempt): \(String(reflecting: error))")
+            }
+            #expect(ContinuousClock.now - started < TimeBounds.scaled(.seconds(2)), "attempt \(attempt)")
+            let (head, body) = try await client.get("/fine")
+            #expect(head.status == .ok && String(buffer: body) == "fine", "attempt \(attempt)")
+        }
+        #expect(client.http2?.openCount == 17)
+        await client.shutdown()
+    }
+
+    /// A client of a bare swift-nio-http2 server that validates nothing it sends: `/malformed`
+    /// is answered with an upper-case field name, `/connection-error` with a DATA frame on stream
+    /// 0 (written under the HTTP/2 handler, which would refuse it), `/slow` after 100 ms, anything
+    /// else at once.
+    static func client() -> AccessoryClient {
+        let group = MultiThreadedEventLoopGroup.singleton
+        let transport = SocketPairTransport(name: "malformed-head device") { descriptor in
+            _ = NIOPipeBootstrap(group: group)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        var connection = NIOHTTP2Handler.ConnectionConfiguration()
+                        connection.headerBlockValidation = .disabled
+                        _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                            mode: .server,
+                            connectionConfiguration: connection,
+                            streamConfiguration: .init()
+                        ) { stream in
+                            stream.eventLoop.makeCompletedFuture {
+                                try stream.pipeline.syncOperations.addHandler(RuleBreakingAnswerer())
+                            }
+                        }
+                    }
+                }
+                .takingOwnershipOfDescriptor(inputOutput: descriptor)
+        }
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = .http2
+        return AccessoryClient(transport: transport, configuration: configuration)
+    }
+}
+
+private final class RuleBreakingAnswerer: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .headers(let request) = self.unwrapInboundIn(data) else { return }
+        let path = request.headers.first(name: ":path") ?? ""
+        switch path {
+        case "/malformed":
+            let head = HPACKHeaders([(":status", "200"), ("Upper-Case", "not allowed in HTTP/2")])
+            context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: head, endStream: true))), promise: nil)
+        case "/connection-error":
+            guard let parent = context.channel.parent,
+                let http2 = try? parent.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self)
+            else { return }
+            // Length 1, type DATA, no flags, stream 0, one byte.
+            http2.writeAndFlush(NIOAny(ByteBuffer(bytes: [0, 0, 1, 0, 0, 0, 0, 0, 0, 0x41])), promise: nil)
+        case "/slow":
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .milliseconds(100)) {
+                let (handler, context) = loopBound.value
+                handler.answer("slow", context: context)
+            }
+        default:
+            self.answer("fine", context: context)
+        }
+    }
+
+    private func answer(_ text: String, context: ChannelHandlerContext) {
+        context.write(self.wrapOutboundOut(.headers(.init(headers: [":status": "200"]))), promise: nil)
+        let body = HTTP2Frame.FramePayload.Data(data: .byteBuffer(ByteBuffer(string: text)), endStream: true)
+        context.writeAndFlush(self.wrapOutboundOut(.data(body)), promise: nil)
+    }
+}
