@@ -39,6 +39,7 @@ enum HTTP2ResponsePathTarget {
             try channel.pipeline.syncOperations.addHandlers(
                 NIOHTTP2Handler(
                     mode: .client,
+                    frameDelegate: table,
                     connectionConfiguration: settings.connection,
                     streamConfiguration: settings.stream
                 ),
