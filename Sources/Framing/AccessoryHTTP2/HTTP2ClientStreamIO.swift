@@ -73,7 +73,8 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
 
     /// The frames of `parts`, the last one flushed with `promise`: a message's end rides on the
     /// frame before it as END_STREAM (HTTP/2 needs no frame of its own for it), and trailer
-    /// fields are a HEADERS frame of their own.
+    /// fields are a HEADERS frame of their own. A large body goes in slices, each of which, once
+    /// written, tells the stream's batches that the request moved on.
     private func write(_ parts: [HTTPRequestPart], promise: EventLoopPromise<Void>?) {
         var frames: [HTTP2Frame.FramePayload] = []
         frames.reserveCapacity(parts.count)
@@ -81,7 +82,12 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
             switch part {
             case .head(let request):
                 frames.append(.headers(.init(headers: HTTP2Fields.block(request))))
-            case .body(let buffer):
+            case .body(var buffer):
+                while buffer.readableBytes > Self.progressSlice,
+                    let slice = buffer.readSlice(length: Self.progressSlice)
+                {
+                    frames.append(.data(.init(data: .byteBuffer(slice))))
+                }
                 frames.append(.data(.init(data: .byteBuffer(buffer))))
             case .end(let trailers?):
                 frames.append(.headers(.init(headers: HTTP2Fields.block(trailers), endStream: true)))
@@ -99,9 +105,20 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
         }
         let streams = self.streams.value
         let stream = self.stream.value
-        for frame in frames { streams.write(frame, on: stream, flush: false, promise: nil) }
+        let batches = self.batches
+        for frame in frames {
+            var progress: EventLoopPromise<Void>?
+            if case .data(let data) = frame, data.data.readableBytes >= Self.progressSlice {
+                progress = self.eventLoop.makePromise()
+                progress?.futureResult.whenSuccess { batches.value.requestProgressed() }
+            }
+            streams.write(frame, on: stream, flush: false, promise: progress)
+        }
         streams.write(last, on: stream, flush: true, promise: promise)
     }
+
+    /// Request body bytes per DATA write whose completion restarts the response's silence bound.
+    static let progressSlice = 256 << 10
 }
 
 /// An exchange's stream as a stream channel (with NIO's decompressor in its pipeline).

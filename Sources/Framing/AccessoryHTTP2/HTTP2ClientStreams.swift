@@ -228,6 +228,9 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
         self.unclaimedError = nil
         let streams = self.streams.values
         self.streams.removeAll()
+        // A read the close cut short leaves its streams here (each holds this handler: a cycle).
+        for stream in self.readStreams { stream.inReadList = false }
+        self.readStreams.removeAll()
         for stream in streams {
             stream.window.closed = true
             stream.batches.end(ending)

@@ -124,6 +124,13 @@ final class ResponseBatches {
         }
     }
 
+    /// The request moved on (a part of its body left): a silence bound that runs starts again.
+    /// A response is not due while the device is still taking the request, however slowly.
+    func requestProgressed() {
+        guard self.idleTimer != nil else { return }
+        self.armIdleTimer()
+    }
+
     /// The exchange's task was cancelled: a waiting read ends with `CancellationError`, and the
     /// stream is reset.
     func cancel() {
