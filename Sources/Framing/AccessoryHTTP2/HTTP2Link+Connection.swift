@@ -1,0 +1,226 @@
+import AccessoryHTTP1
+import AccessoryTransport
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOHTTPCompression
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import NIOHTTPTypesHTTP2
+
+/// The connection under an ``HTTP2Link``: opening it (frame-level streams, or stream channels
+/// when the link decodes compressed responses), a stream on it, and moving to a new one.
+extension HTTP2Link {
+
+    /// Response body bytes a stream holds for its exchange before it stops reading (and so stops
+    /// returning flow-control credit to the device) until the exchange takes them.
+    static let responseHighWatermark = 256 << 10
+
+    /// A new stream of the connection (opened first if there is none), with `first` written on
+    /// it (the request head, and with a known body all of the request).
+    func openStream(
+        isHeadRequest: Bool,
+        deadline: StreamDeadline?,
+        first: [HTTPRequestPart]
+    ) async throws -> HTTP2StreamExchange {
+        let configuration = self.configuration
+        for attempt in 0..<2 {
+            let connection = try await self.connect(until: deadline?.at)
+            do {
+                switch connection.streams {
+                case .frames(let streams):
+                    let open = { @Sendable () throws -> HTTP2StreamExchange in
+                        let io = try FrameStreamIO.open(
+                            on: streams,
+                            idleTimeout: configuration.idleTimeout,
+                            deadline: deadline,
+                            first: first
+                        )
+                        return HTTP2StreamExchange(stream: io, tracer: configuration.tracer)
+                    }
+                    if streams.eventLoop.inEventLoop { return try open() }
+                    return try await streams.eventLoop.submit(open).get()
+                case .channels(let multiplexer):
+                    let exchange = try await Self.openStreamChannel(
+                        multiplexer,
+                        isHeadRequest: isHeadRequest,
+                        deadline: deadline,
+                        configuration: configuration
+                    )
+                    exchange.send(first)
+                    return exchange
+                }
+            } catch {
+                // The connection went away under us (the device closed it), or takes no new
+                // stream (GOAWAY, its stream IDs ran out: it closes itself once its streams are
+                // over): open anew once.
+                self.forget(connection, close: !(error is HTTP2StreamsRefused))
+                if attempt == 1 {
+                    throw HTTPLinkError(.linkClosed, "could not open an HTTP/2 stream: \(error)", underlying: error)
+                }
+            }
+        }
+        throw HTTPLinkError(.linkClosed, "could not open an HTTP/2 stream")
+    }
+
+    /// A stream channel with its pipeline: the HTTP/2 payloads converted to HTTP/1 parts for
+    /// NIO's decompressor, and back.
+    private static func openStreamChannel(
+        _ multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>,
+        isHeadRequest: Bool,
+        deadline: StreamDeadline?,
+        configuration: LinkConfiguration
+    ) async throws -> HTTP2StreamExchange {
+        try await multiplexer.openStream { stream in
+            stream.eventLoop.makeCompletedFuture {
+                let batches = ResponseBatches(
+                    eventLoop: stream.eventLoop,
+                    idleTimeout: configuration.idleTimeout,
+                    deadline: deadline
+                )
+                let handler = ResponseStreamHandler(batches: batches, highWatermark: Self.responseHighWatermark)
+                try stream.pipeline.syncOperations.addHandlers(
+                    EndStreamCoalescer(),
+                    HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .http),
+                    NIOHTTPResponseDecompressor(limit: .ratio(configuration.maxDecompressionRatio)),
+                    DecompressionFailureHandler(isHeadRequest: isHeadRequest),
+                    HTTP1ToHTTPClientCodec(),
+                    handler
+                )
+                let io = StreamChannelIO(channel: stream, batches: NIOLoopBound(batches, eventLoop: stream.eventLoop))
+                return HTTP2StreamExchange(stream: io, tracer: configuration.tracer)
+            }
+        }
+    }
+    /// The open connection, or the one being opened, waited for until `deadline`.
+    func connect(until deadline: NIODeadline?) async throws -> Connection {
+        enum Next {
+            case ready(Connection)
+            case wait(Task<Connection, any Error>)
+        }
+        let next: Next = try self.connection.withLock { state in
+            switch state {
+            case .open(let connection) where connection.channel.isActive:
+                // The common case, without a task: one per exchange cost a hop to the global
+                // executor and back.
+                return .ready(connection)
+            case .opening(let task):
+                return .wait(task)
+            case .shutDown:
+                throw HTTPLinkError(.shutDown, "the link was shut down")
+            case .idle, .open:
+                // The open is a task of its own: a caller whose deadline passes (or who is
+                // cancelled) stops waiting for it, and it goes on for the next request, which
+                // finds the connection it made.
+                let task = Task {
+                    do {
+                        let connection = try await self.open()
+                        let kept = self.connection.withLock { state in
+                            guard case .opening = state else { return false }
+                            state = .open(connection)
+                            return true
+                        }
+                        if !kept {
+                            connection.channel.close(promise: nil)
+                            throw HTTPLinkError(.shutDown, "the link was shut down while it was opening")
+                        }
+                        return connection
+                    } catch {
+                        self.connection.withLock { state in
+                            if case .opening = state { state = .idle }
+                        }
+                        throw error
+                    }
+                }
+                state = .opening(task)
+                return .wait(task)
+            }
+        }
+        switch next {
+        case .ready(let connection): return connection
+        case .wait(let opening):
+            return try await waitForOpen(
+                opening,
+                until: deadline,
+                expired: "the exchange took longer than its deadline while the link was opening",
+                cancelled: "the request was cancelled while the link was opening"
+            )
+        }
+    }
+
+    func forget(_ connection: Connection, close: Bool = true) {
+        self.connection.withLock { state in
+            if case .open(let current) = state, current.channel === connection.channel { state = .idle }
+        }
+        if close { connection.channel.close(promise: nil) }
+    }
+
+    func open() async throws -> Connection {
+        let configuration = self.configuration
+        var settings = HTTP2Windows.configuration()
+        settings.connection.initialSettings += [
+            HTTP2Setting(parameter: .enablePush, value: 0),
+            HTTP2Setting(
+                parameter: .maxFrameSize,
+                value: HTTP2Windows.maxFrameSize(bytesPerSecond: self.transport.bytesPerSecond)
+            ),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: configuration.limits.maxHeaderBlockSize),
+        ]
+        let pipelineSettings = settings
+        let firstStreamID = self.firstStreamID
+        do {
+            let (stream, streams) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
+                try await self.transport.open(
+                    on: self.eventLoop,
+                    building: { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            let pipeline = channel.pipeline.syncOperations
+                            if let tracer = configuration.tracer {
+                                try pipeline.addHandler(HTTP2FrameTraceHandler(tracer: tracer, client: true))
+                            }
+                            guard configuration.decompressResponses else {
+                                let streams = HTTP2ClientStreams(
+                                    connectionWindow: HTTP2Windows.connection,
+                                    streamWindow: HTTP2Windows.stream,
+                                    firstStreamID: firstStreamID
+                                )
+                                try pipeline.addHandlers(
+                                    NIOHTTP2Handler(
+                                        mode: .client,
+                                        frameDelegate: streams,
+                                        connectionConfiguration: pipelineSettings.connection,
+                                        streamConfiguration: pipelineSettings.stream
+                                    ),
+                                    streams
+                                )
+                                return Streams.frames(NIOLoopBound(streams, eventLoop: channel.eventLoop))
+                            }
+                            let multiplexer = try pipeline.configureAsyncHTTP2Pipeline(
+                                mode: .client,
+                                configuration: pipelineSettings
+                            ) { stream in
+                                // The device may not push (SETTINGS_ENABLE_PUSH 0); a stream it
+                                // starts anyway is closed.
+                                stream.close(promise: nil)
+                                return stream.eventLoop.makeSucceededVoidFuture()
+                            }
+                            return Streams.channels(multiplexer)
+                        }
+                    }
+                )
+            }
+            self.opens.withLock { $0 += 1 }
+            configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
+            return Connection(stream: stream, streams: streams)
+        } catch let error as HTTPLinkError where error.code == .exchangeTimeout {
+            throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
+        } catch let error as HTTPLinkError {
+            throw error
+        } catch let error as TransportError where error.code == .openTimedOut {
+            throw HTTPLinkError(.openTimeout, error.message, underlying: error)
+        } catch {
+            throw HTTPLinkError(.transportFailed, "could not open \(self.transport): \(error)", underlying: error)
+        }
+    }
+}
