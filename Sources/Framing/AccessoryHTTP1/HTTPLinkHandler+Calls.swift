@@ -44,7 +44,7 @@ extension HTTPLinkHandler {
         }
         self.configuration.tracer?.emit(.requestBody(buffer))
         // A failed write surfaces through errorCaught/channelInactive, which fail the exchange.
-        context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: self.progressPromise())
         if context.channel.isWritable { return context.eventLoop.makeSucceededVoidFuture() }
         return self.ports?.waitForWritability(on: context.eventLoop) ?? context.eventLoop.makeSucceededVoidFuture()
     }

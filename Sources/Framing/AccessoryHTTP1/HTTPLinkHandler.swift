@@ -273,9 +273,18 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Writes the end of the request (after `body`, if any) and tells the machine.
     func writeEnd(id: UInt64, body: ByteBuffer?, trailers: HTTPFields? = nil) {
         guard let context = self.context else { return }
-        if let body, body.readableBytes > 0 {
+        if var body, body.readableBytes > 0 {
             self.configuration.tracer?.emit(.requestBody(body))
-            context.write(self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+            // A large body goes in slices, each of which restarts the idle bound as it leaves:
+            // a response is not due while the device is still taking the body, however slowly.
+            let sliced = body.readableBytes > Self.progressSlice
+            while body.readableBytes > Self.progressSlice, let slice = body.readSlice(length: Self.progressSlice) {
+                context.write(self.wrapOutboundOut(.body(.byteBuffer(slice))), promise: self.progressPromise())
+            }
+            context.write(
+                self.wrapOutboundOut(.body(.byteBuffer(body))),
+                promise: sliced ? self.progressPromise() : nil
+            )
         }
         let trailerHeaders = trailers.map { HTTPHeaders($0) }
         if let trailerHeaders {
@@ -283,6 +292,18 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
         context.writeAndFlush(self.wrapOutboundOut(.end(trailerHeaders)), promise: nil)
         self.run(self.machine.requestEnded(id: id))
+    }
+
+    /// Request body bytes per write whose completion restarts the idle bound.
+    static let progressSlice = 256 << 10
+
+    /// A write promise that, once the write reached the line, restarts the idle bound.
+    func progressPromise() -> EventLoopPromise<Void> {
+        let promise = self.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.assumeIsolated().whenSuccess {
+            self.idleWatch.requestBytesTaken(now: self.eventLoop.now)
+        }
+        return promise
     }
 
     /// The request body may go: a held in-memory body is written and the request ended here; a

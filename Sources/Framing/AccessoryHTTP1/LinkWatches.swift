@@ -1,7 +1,8 @@
 import NIOCore
 
-/// The idle timeout's rule, free of I/O: while a response is due, the device must send
-/// something at least every `idleTimeout`.
+/// The idle timeout's rule, free of I/O: while a response is due, the device must show it is
+/// alive at least every `idleTimeout`, by sending something or by taking more of the request
+/// body (a device that writes a large upload to flash slowly is working, not silent).
 ///
 /// The handler looks at least once per ``period``. A look that comes much later than planned
 /// means the event loop itself was held up (a consumer on the link's executor that blocked,
@@ -10,7 +11,7 @@ import NIOCore
 /// exchange would cost more than a look that finds nothing to do.
 struct IdleWatch {
     let idleTimeout: TimeAmount
-    /// When the device last sent something (or the wait for it began).
+    /// When the device last sent something or took request bytes (or the wait for it began).
     private(set) var lastInput: NIODeadline
 
     init(idleTimeout: TimeAmount, now: NIODeadline) {
@@ -29,6 +30,11 @@ struct IdleWatch {
     }
 
     mutating func inputArrived(now: NIODeadline) {
+        self.lastInput = now
+    }
+
+    /// A write of the request reached the line: the device took what came before it.
+    mutating func requestBytesTaken(now: NIODeadline) {
         self.lastInput = now
     }
 

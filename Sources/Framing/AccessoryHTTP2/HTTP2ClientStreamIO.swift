@@ -12,10 +12,27 @@ protocol HTTP2ClientStreamIO: Sendable {
     var batches: NIOLoopBound<ResponseBatches> { get }
     /// Writes `parts` and flushes them, without waiting.
     func send(_ parts: [HTTPRequestPart])
-    /// Writes one part and waits until the stream took it.
+    /// Writes one part and waits until the stream took it, at most the link's idle bound (see
+    /// ``ResponseBatches/boundRequestWrite(_:reporting:)``).
     func sendWaiting(_ part: HTTPRequestPart) async throws
     /// The exchange is over: a stream that has not ended both ways is reset.
     func close()
+}
+
+extension HTTP2ClientStreamIO {
+    /// Runs `write` on the event loop with a promise for its completion, and waits for that
+    /// completion, bounded by the stream's idle bound.
+    func waitBounded(_ write: @escaping @Sendable (EventLoopPromise<Void>) -> Void) async throws {
+        let written = self.eventLoop.makePromise(of: Void.self)
+        let bounded = self.eventLoop.makePromise(of: Void.self)
+        let batches = self.batches
+        let start: @Sendable () -> Void = {
+            write(written)
+            batches.value.boundRequestWrite(written.futureResult, reporting: bounded)
+        }
+        if self.eventLoop.inEventLoop { start() } else { self.eventLoop.execute(start) }
+        try await bounded.futureResult.get()
+    }
 }
 
 /// An exchange's stream on a frame-level connection.
@@ -54,13 +71,7 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
     }
 
     func sendWaiting(_ part: HTTPRequestPart) async throws {
-        let promise = self.eventLoop.makePromise(of: Void.self)
-        if self.eventLoop.inEventLoop {
-            self.write([part], promise: promise)
-        } else {
-            self.eventLoop.execute { self.write([part], promise: promise) }
-        }
-        try await promise.futureResult.get()
+        try await self.waitBounded { self.write([part], promise: $0) }
     }
 
     func close() {
@@ -74,15 +85,18 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
     /// The frames of `parts`, the last one flushed with `promise`: a message's end rides on the
     /// frame before it as END_STREAM (HTTP/2 needs no frame of its own for it), and trailer
     /// fields are a HEADERS frame of their own. A large body goes in slices, each of which, once
-    /// written, tells the stream's batches that the request moved on.
+    /// written, tells the stream's batches that the request moved on (the last one too: from
+    /// then on the device has the whole idle bound to begin its answer).
     private func write(_ parts: [HTTPRequestPart], promise: EventLoopPromise<Void>?) {
         var frames: [HTTP2Frame.FramePayload] = []
         frames.reserveCapacity(parts.count)
+        var sliced = false
         for part in parts {
             switch part {
             case .head(let request):
                 frames.append(.headers(.init(headers: HTTP2Fields.block(request))))
             case .body(var buffer):
+                if buffer.readableBytes > Self.progressSlice { sliced = true }
                 while buffer.readableBytes > Self.progressSlice,
                     let slice = buffer.readSlice(length: Self.progressSlice)
                 {
@@ -106,15 +120,27 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
         let streams = self.streams.value
         let stream = self.stream.value
         let batches = self.batches
-        for frame in frames {
-            var progress: EventLoopPromise<Void>?
-            if case .data(let data) = frame, data.data.readableBytes >= Self.progressSlice {
-                progress = self.eventLoop.makePromise()
-                progress?.futureResult.whenSuccess { batches.value.requestProgressed() }
+        func progress(completing next: EventLoopPromise<Void>?) -> EventLoopPromise<Void> {
+            let progress = self.eventLoop.makePromise(of: Void.self)
+            progress.futureResult.whenComplete { result in
+                if case .success = result { batches.value.requestProgressed() }
+                next?.completeWith(result)
             }
-            streams.write(frame, on: stream, flush: false, promise: progress)
+            return progress
         }
-        streams.write(last, on: stream, flush: true, promise: promise)
+        for frame in frames {
+            var isData = false
+            if case .data = frame { isData = true }
+            streams.write(frame, on: stream, flush: false, promise: sliced && isData ? progress(completing: nil) : nil)
+        }
+        var lastIsData = false
+        if case .data = last { lastIsData = true }
+        streams.write(
+            last,
+            on: stream,
+            flush: true,
+            promise: sliced && lastIsData ? progress(completing: promise) : promise
+        )
     }
 
     /// Request body bytes per DATA write whose completion restarts the response's silence bound.
@@ -133,7 +159,8 @@ struct StreamChannelIO: HTTP2ClientStreamIO {
     }
 
     func sendWaiting(_ part: HTTPRequestPart) async throws {
-        try await self.channel.writeAndFlush(part).get()
+        let channel = self.channel
+        try await self.waitBounded { channel.writeAndFlush(part, promise: $0) }
     }
 
     func close() {

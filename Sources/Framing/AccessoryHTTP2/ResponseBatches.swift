@@ -131,6 +131,32 @@ final class ResponseBatches {
         self.armIdleTimer()
     }
 
+    /// Completes `bounded` when `written` (a request write the exchange waits for) completes,
+    /// unless the device takes none of it for the idle bound: then `bounded` fails with
+    /// `HTTPLinkError` `idle-timeout` and the stream is reset. A device that stops taking a
+    /// streamed upload holds flow control shut, and nothing else would end that wait.
+    func boundRequestWrite(_ written: EventLoopFuture<Void>, reporting bounded: EventLoopPromise<Void>) {
+        var settled = false
+        let idleTimeout = self.idleTimeout
+        let timer = self.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(idleTimeout)) {
+            guard !settled else { return }
+            settled = true
+            let error = HTTPLinkError(
+                .idleTimeout,
+                "the device took none of the request body on its HTTP/2 stream for \(idleTimeout)"
+            )
+            if self.ending == nil { self.ending = .failed(error) }
+            bounded.fail(error)
+            self.owner?.resetStream()
+        }
+        written.assumeIsolated().whenComplete { result in
+            timer.cancel()
+            guard !settled else { return }
+            settled = true
+            bounded.completeWith(result)
+        }
+    }
+
     /// The exchange's task was cancelled: a waiting read ends with `CancellationError`, and the
     /// stream is reset.
     func cancel() {

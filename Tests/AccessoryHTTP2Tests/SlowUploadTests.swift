@@ -1,0 +1,142 @@
+import AccessoryClient
+import AccessoryHTTP1
+import AccessoryResponder
+import AccessoryTestSupport
+import AccessoryTransport
+import NIOCore
+import NIOPosix
+import Testing
+
+/// A device that takes a large request body slowly is still making progress: the link's
+/// `idleTimeout` bounds the device's silence, not the length of an upload. Before, the bound ran
+/// from the request's start while the device was still taking the body: on HTTP/1.1 for every
+/// upload, on HTTP/2 for one in memory (`.bytes`), and an upload that lasted longer than the
+/// bound failed with `idle-timeout`; and on HTTP/2 a streamed upload the device stopped taking
+/// waited for the caller's deadline, or forever.
+///
+/// The rule both link kinds keep: while the request is being written, each part the device takes
+/// restarts the bound; once all of it is written (on HTTP/2: inside the device's flow-control
+/// window), the device has the whole bound to begin its answer. A device that takes none of the
+/// body for the bound ends the call with `idle-timeout`, and the next request is answered.
+@Suite("Slow uploads and the idle bound", .timeLimit(.minutes(2)))
+struct SlowUploadTests {
+    static let idleTimeout = Duration.milliseconds(1500)
+    /// Bytes per second the device takes the body at: 4 MiB takes it about 2.6 s, longer than
+    /// the bound; the stream's 1 MiB window (and the socket's buffer) drain in well under it.
+    static let deviceRate = 1_600_000
+    static let uploadSize = 4 << 20
+
+    /// `/slow-sink` reads the body at ``deviceRate`` and answers with the byte count; `/sink`
+    /// never reads it; anything else is answered `fine` at once.
+    static func responder() -> HTTPResponder {
+        HTTPResponder { request in
+            switch request.head.path {
+            case "/slow-sink":
+                var received = 0
+                for try await part in request.body {
+                    received += part.readableBytes
+                    try await Task.sleep(for: .microseconds(part.readableBytes * 1_000_000 / Self.deviceRate))
+                }
+                return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "\(received)")))
+            case "/sink":
+                try await Task.sleep(for: .seconds(20))
+                return ResponderResponse(status: .ok)
+            default:
+                return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
+            }
+        }
+    }
+
+    static func client(_ version: LinkOptions.HTTPVersion) -> AccessoryClient {
+        let responder = Self.responder()
+        let group = MultiThreadedEventLoopGroup.singleton
+        let transport = SocketPairTransport(name: "slow upload responder") { descriptor in
+            let eventLoop = group.next()
+            Task { try? await responder.serve(descriptor: descriptor, on: eventLoop) }
+        }
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = version
+        configuration.link.idleTimeout = Self.idleTimeout
+        return AccessoryClient(transport: transport, configuration: configuration)
+    }
+
+    /// The request body, in memory (`.bytes`) or streamed in 64 KiB parts.
+    static func body(size: Int, streamed: Bool) -> HTTPRequestBody {
+        guard streamed else { return .bytes(ByteBuffer(repeating: 0x5A, count: size)) }
+        return .stream(length: size) { writer in
+            let piece = ByteBuffer(repeating: 0x5A, count: 64 << 10)
+            for _ in 0..<(size / piece.readableBytes) { try await writer.write(piece) }
+        }
+    }
+
+    static let cases: [(LinkOptions.HTTPVersion, Bool)] = [
+        (.http1_1, false), (.http1_1, true), (.http2, false), (.http2, true),
+    ]
+
+    @Test(arguments: Self.cases)
+    func anUploadSlowerThanTheIdleBoundIsAnswered(version: LinkOptions.HTTPVersion, streamed: Bool) async throws {
+        let client = Self.client(version)
+        let clock = ContinuousClock()
+        var request = try AccessoryRequest(method: .post, url: "/slow-sink")
+        request.body = Self.body(size: Self.uploadSize, streamed: streamed)
+        let started = clock.now
+        let (head, body) = try await client.data(request)
+        let took = clock.now - started
+        #expect(head.status == .ok, "\(version), streamed \(streamed)")
+        #expect(
+            String(buffer: body) == "\(Self.uploadSize)",
+            "\(version), streamed \(streamed)"
+        )
+        // The upload really outlasted the bound, or the test proves nothing.
+        #expect(took > Self.idleTimeout, "\(version), streamed \(streamed): took \(took)")
+        let next = clock.now
+        let (nextHead, nextBody) = try await client.get("/fine")
+        #expect(
+            nextHead.status == .ok && String(buffer: nextBody) == "fine",
+            "\(version), streamed \(streamed)"
+        )
+        #expect(
+            clock.now - next < TimeBounds.scaled(.seconds(1)),
+            "\(version), streamed \(streamed)"
+        )
+        await client.shutdown()
+    }
+
+    /// The other half of the rule: a device that takes none of a known-length body is found
+    /// after the bound, not held until the body's last byte (never).
+    @Test(arguments: Self.cases)
+    func anUploadTheDeviceStopsTakingEndsAfterTheIdleBound(
+        version: LinkOptions.HTTPVersion,
+        streamed: Bool
+    ) async throws {
+        let client = Self.client(version)
+        let clock = ContinuousClock()
+        var request = try AccessoryRequest(method: .post, url: "/sink")
+        request.body = Self.body(size: 64 << 20, streamed: streamed)
+        let started = clock.now
+        do {
+            _ = try await client.data(request)
+            Issue.record("\(version), streamed \(streamed): the upload nobody read was answered as a success")
+        } catch {
+            #expect(error.code == .timedOut, "\(version), streamed \(streamed): \(error)")
+            #expect(
+                (error.underlying as? HTTPLinkError)?.code == .idleTimeout,
+                "\(version), streamed \(streamed): \(String(reflecting: error.underlying))"
+            )
+        }
+        let waited = clock.now - started
+        #expect(waited >= Self.idleTimeout, "\(version), streamed \(streamed): ended after \(waited)")
+        #expect(
+            waited < Self.idleTimeout + TimeBounds.scaled(.seconds(2)),
+            "\(version), streamed \(streamed): ended after \(waited)"
+        )
+        let next = clock.now
+        let (head, body) = try await client.get("/fine")
+        #expect(head.status == .ok && String(buffer: body) == "fine", "\(version), streamed \(streamed)")
+        #expect(
+            clock.now - next < TimeBounds.scaled(.seconds(2)),
+            "\(version), streamed \(streamed): the next took \(clock.now - next)"
+        )
+        await client.shutdown()
+    }
+}
