@@ -76,9 +76,10 @@ enum ResponderPipeline {
         _ channel: any Channel,
         configuration: ResponderConfiguration
     ) throws -> NIOHTTP2Handler.AsyncStreamMultiplexer<ResponderLink> {
-        // The same large windows as the host's HTTP2Link: a link serves one host, it has
-        // nobody to be fair to.
-        var settings = HTTP2Windows.configuration()
+        // The host's large connection window (a link serves one host, it has nobody to be fair
+        // to), and a smaller stream window: what an upload's handler has not read yet must drain
+        // within the host's idle bound (HTTP2Windows.responderStream).
+        var settings = HTTP2Windows.configuration(streamWindow: HTTP2Windows.responderStream)
         settings.connection.initialSettings += [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
             HTTP2Setting(parameter: .maxHeaderListSize, value: max(1024, configuration.maxHeaderBlockSize)),
