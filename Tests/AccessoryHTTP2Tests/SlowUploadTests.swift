@@ -47,7 +47,9 @@ struct SlowUploadTests {
         }
     }
 
-    static func client(_ version: LinkOptions.HTTPVersion) -> AccessoryClient {
+    /// `decompress`: the link URLSession's requests take (HTTP/2 stream channels with NIO's
+    /// decompressor, not frame-level streams).
+    static func client(_ version: LinkOptions.HTTPVersion, decompress: Bool = false) -> AccessoryClient {
         let responder = Self.responder()
         let group = MultiThreadedEventLoopGroup.singleton
         let transport = SocketPairTransport(name: "slow upload responder") { descriptor in
@@ -57,6 +59,7 @@ struct SlowUploadTests {
         var configuration = AccessoryClient.Configuration()
         configuration.link.httpVersion = version
         configuration.link.idleTimeout = Self.idleTimeout
+        configuration.link.decompressResponses = decompress
         return AccessoryClient(transport: transport, configuration: configuration)
     }
 
@@ -69,35 +72,42 @@ struct SlowUploadTests {
         }
     }
 
-    static let cases: [(LinkOptions.HTTPVersion, Bool)] = [
-        (.http1_1, false), (.http1_1, true), (.http2, false), (.http2, true),
+    /// The link kinds: HTTP/1.1, HTTP/2 with frame-level streams, HTTP/2 with stream channels
+    /// (`decompress`); each with a body in memory and a streamed one.
+    static let cases: [(LinkOptions.HTTPVersion, Bool, Bool)] = [
+        (.http1_1, false, false), (.http1_1, true, false), (.http2, false, false), (.http2, true, false),
+        (.http2, false, true), (.http2, true, true),
     ]
 
     @Test(arguments: Self.cases)
-    func anUploadSlowerThanTheIdleBoundIsAnswered(version: LinkOptions.HTTPVersion, streamed: Bool) async throws {
-        let client = Self.client(version)
+    func anUploadSlowerThanTheIdleBoundIsAnswered(
+        version: LinkOptions.HTTPVersion,
+        streamed: Bool,
+        decompress: Bool
+    ) async throws {
+        let client = Self.client(version, decompress: decompress)
         let clock = ContinuousClock()
         var request = try AccessoryRequest(method: .post, url: "/slow-sink")
         request.body = Self.body(size: Self.uploadSize, streamed: streamed)
         let started = clock.now
         let (head, body) = try await client.data(request)
         let took = clock.now - started
-        #expect(head.status == .ok, "\(version), streamed \(streamed)")
+        #expect(head.status == .ok, "\(version), streamed \(streamed), decompress \(decompress)")
         #expect(
             String(buffer: body) == "\(Self.uploadSize)",
-            "\(version), streamed \(streamed)"
+            "\(version), streamed \(streamed), decompress \(decompress)"
         )
         // The upload really outlasted the bound, or the test proves nothing.
-        #expect(took > Self.idleTimeout, "\(version), streamed \(streamed): took \(took)")
+        #expect(took > Self.idleTimeout, "\(version), streamed \(streamed), decompress \(decompress): took \(took)")
         let next = clock.now
         let (nextHead, nextBody) = try await client.get("/fine")
         #expect(
             nextHead.status == .ok && String(buffer: nextBody) == "fine",
-            "\(version), streamed \(streamed)"
+            "\(version), streamed \(streamed), decompress \(decompress)"
         )
         #expect(
             clock.now - next < TimeBounds.scaled(.seconds(1)),
-            "\(version), streamed \(streamed)"
+            "\(version), streamed \(streamed), decompress \(decompress)"
         )
         await client.shutdown()
     }
@@ -107,35 +117,44 @@ struct SlowUploadTests {
     @Test(arguments: Self.cases)
     func anUploadTheDeviceStopsTakingEndsAfterTheIdleBound(
         version: LinkOptions.HTTPVersion,
-        streamed: Bool
+        streamed: Bool,
+        decompress: Bool
     ) async throws {
-        let client = Self.client(version)
+        let client = Self.client(version, decompress: decompress)
         let clock = ContinuousClock()
         var request = try AccessoryRequest(method: .post, url: "/sink")
         request.body = Self.body(size: 64 << 20, streamed: streamed)
         let started = clock.now
         do {
             _ = try await client.data(request)
-            Issue.record("\(version), streamed \(streamed): the upload nobody read was answered as a success")
+            Issue.record(
+                "\(version), streamed \(streamed), decompress \(decompress): the upload nobody read was answered as a success"
+            )
         } catch {
-            #expect(error.code == .timedOut, "\(version), streamed \(streamed): \(error)")
+            #expect(error.code == .timedOut, "\(version), streamed \(streamed), decompress \(decompress): \(error)")
             #expect(
                 (error.underlying as? HTTPLinkError)?.code == .idleTimeout,
-                "\(version), streamed \(streamed): \(String(reflecting: error.underlying))"
+                "\(version), streamed \(streamed), decompress \(decompress): \(String(reflecting: error.underlying))"
             )
         }
         let waited = clock.now - started
-        #expect(waited >= Self.idleTimeout, "\(version), streamed \(streamed): ended after \(waited)")
+        #expect(
+            waited >= Self.idleTimeout,
+            "\(version), streamed \(streamed), decompress \(decompress): ended after \(waited)"
+        )
         #expect(
             waited < Self.idleTimeout + TimeBounds.scaled(.seconds(2)),
-            "\(version), streamed \(streamed): ended after \(waited)"
+            "\(version), streamed \(streamed), decompress \(decompress): ended after \(waited)"
         )
         let next = clock.now
         let (head, body) = try await client.get("/fine")
-        #expect(head.status == .ok && String(buffer: body) == "fine", "\(version), streamed \(streamed)")
+        #expect(
+            head.status == .ok && String(buffer: body) == "fine",
+            "\(version), streamed \(streamed), decompress \(decompress)"
+        )
         #expect(
             clock.now - next < TimeBounds.scaled(.seconds(2)),
-            "\(version), streamed \(streamed): the next took \(clock.now - next)"
+            "\(version), streamed \(streamed), decompress \(decompress): the next took \(clock.now - next)"
         )
         await client.shutdown()
     }

@@ -153,9 +153,24 @@ struct StreamChannelIO: HTTP2ClientStreamIO {
     let batches: NIOLoopBound<ResponseBatches>
     var eventLoop: any EventLoop { self.channel.eventLoop }
 
+    /// A large body goes in slices, as on a frame-level stream (``FrameStreamIO``), each of which,
+    /// once written, tells the stream's batches that the request moved on.
     func send(_ parts: [HTTPRequestPart]) {
-        for part in parts.dropLast() { self.channel.write(part, promise: nil) }
-        if let last = parts.last { self.channel.writeAndFlush(last, promise: nil) }
+        let batches = self.batches
+        for part in parts {
+            guard case .body(var buffer) = part, buffer.readableBytes > FrameStreamIO.progressSlice else {
+                self.channel.write(part, promise: nil)
+                continue
+            }
+            while buffer.readableBytes > 0,
+                let slice = buffer.readSlice(length: min(buffer.readableBytes, FrameStreamIO.progressSlice))
+            {
+                let progress = self.channel.eventLoop.makePromise(of: Void.self)
+                progress.futureResult.whenSuccess { batches.value.requestProgressed() }
+                self.channel.write(HTTPRequestPart.body(slice), promise: progress)
+            }
+        }
+        self.channel.flush()
     }
 
     func sendWaiting(_ part: HTTPRequestPart) async throws {
