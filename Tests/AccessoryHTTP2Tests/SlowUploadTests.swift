@@ -123,7 +123,7 @@ struct SlowUploadTests {
         let client = Self.client(version, decompress: decompress)
         let clock = ContinuousClock()
         var request = try AccessoryRequest(method: .post, url: "/sink")
-        request.body = Self.body(size: 64 << 20, streamed: streamed)
+        request.body = Self.body(size: 8 << 20, streamed: streamed)
         let started = clock.now
         do {
             _ = try await client.data(request)
