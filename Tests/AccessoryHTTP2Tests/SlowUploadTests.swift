@@ -4,7 +4,6 @@ import AccessoryResponder
 import AccessoryTestSupport
 import AccessoryTransport
 import NIOCore
-import NIOPosix
 import Testing
 
 /// A device that takes a large request body slowly is still making progress: the link's
@@ -50,17 +49,22 @@ struct SlowUploadTests {
     /// `decompress`: the link URLSession's requests take (HTTP/2 stream channels with NIO's
     /// decompressor, not frame-level streams).
     static func client(_ version: LinkOptions.HTTPVersion, decompress: Bool = false) -> AccessoryClient {
-        let responder = Self.responder()
-        let group = MultiThreadedEventLoopGroup.singleton
-        let transport = SocketPairTransport(name: "slow upload responder") { descriptor in
-            let eventLoop = group.next()
-            Task { try? await responder.serve(descriptor: descriptor, on: eventLoop) }
+        http2Client(of: Self.responder(), name: "slow upload responder") {
+            $0.httpVersion = version
+            $0.idleTimeout = Self.idleTimeout
+            $0.decompressResponses = decompress
         }
-        var configuration = AccessoryClient.Configuration()
-        configuration.link.httpVersion = version
-        configuration.link.idleTimeout = Self.idleTimeout
-        configuration.link.decompressResponses = decompress
-        return AccessoryClient(transport: transport, configuration: configuration)
+    }
+
+    /// After the upload, `/fine` is answered on the same client within `bound`.
+    static func expectTheNextIsAnswered(_ client: AccessoryClient, within bound: Duration, _ label: String)
+        async throws
+    {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let (head, body) = try await client.get("/fine")
+        #expect(head.status == .ok && String(buffer: body) == "fine", "\(label)")
+        #expect(clock.now - started < bound, "\(label): the next took \(clock.now - started)")
     }
 
     /// The request body, in memory (`.bytes`) or streamed in 64 KiB parts.
@@ -86,34 +90,23 @@ struct SlowUploadTests {
         decompress: Bool
     ) async throws {
         let client = Self.client(version, decompress: decompress)
+        let label = "\(version), streamed \(streamed), decompress \(decompress)"
         let clock = ContinuousClock()
         var request = try AccessoryRequest(method: .post, url: "/slow-sink")
         request.body = Self.body(size: Self.uploadSize, streamed: streamed)
         let started = clock.now
         let (head, body) = try await client.data(request)
         let took = clock.now - started
-        #expect(head.status == .ok, "\(version), streamed \(streamed), decompress \(decompress)")
-        #expect(
-            String(buffer: body) == "\(Self.uploadSize)",
-            "\(version), streamed \(streamed), decompress \(decompress)"
-        )
+        #expect(head.status == .ok, "\(label)")
+        #expect(String(buffer: body) == "\(Self.uploadSize)", "\(label)")
         // The upload really outlasted the bound, or the test proves nothing.
-        #expect(took > Self.idleTimeout, "\(version), streamed \(streamed), decompress \(decompress): took \(took)")
-        let next = clock.now
-        let (nextHead, nextBody) = try await client.get("/fine")
-        #expect(
-            nextHead.status == .ok && String(buffer: nextBody) == "fine",
-            "\(version), streamed \(streamed), decompress \(decompress)"
-        )
-        #expect(
-            clock.now - next < TimeBounds.scaled(.seconds(1)),
-            "\(version), streamed \(streamed), decompress \(decompress)"
-        )
+        #expect(took > Self.idleTimeout, "\(label): took \(took)")
+        try await Self.expectTheNextIsAnswered(client, within: TimeBounds.scaled(.seconds(1)), label)
         await client.shutdown()
     }
 
-    /// The other half of the rule: a device that takes none of a known-length body is found
-    /// after the bound, not held until the body's last byte (never).
+    /// The other half of the rule: a device that takes none of the body is found after the
+    /// bound, not waited for until the body's last byte leaves (never).
     @Test(arguments: Self.cases)
     func anUploadTheDeviceStopsTakingEndsAfterTheIdleBound(
         version: LinkOptions.HTTPVersion,
@@ -121,41 +114,25 @@ struct SlowUploadTests {
         decompress: Bool
     ) async throws {
         let client = Self.client(version, decompress: decompress)
+        let label = "\(version), streamed \(streamed), decompress \(decompress)"
         let clock = ContinuousClock()
         var request = try AccessoryRequest(method: .post, url: "/sink")
         request.body = Self.body(size: 8 << 20, streamed: streamed)
         let started = clock.now
         do {
             _ = try await client.data(request)
-            Issue.record(
-                "\(version), streamed \(streamed), decompress \(decompress): the upload nobody read was answered as a success"
-            )
+            Issue.record("\(label): the upload nobody read was answered as a success")
         } catch {
-            #expect(error.code == .timedOut, "\(version), streamed \(streamed), decompress \(decompress): \(error)")
+            #expect(error.code == .timedOut, "\(label): \(error)")
             #expect(
                 (error.underlying as? HTTPLinkError)?.code == .idleTimeout,
-                "\(version), streamed \(streamed), decompress \(decompress): \(String(reflecting: error.underlying))"
+                "\(label): \(String(reflecting: error.underlying))"
             )
         }
         let waited = clock.now - started
-        #expect(
-            waited >= Self.idleTimeout,
-            "\(version), streamed \(streamed), decompress \(decompress): ended after \(waited)"
-        )
-        #expect(
-            waited < Self.idleTimeout + TimeBounds.scaled(.seconds(2)),
-            "\(version), streamed \(streamed), decompress \(decompress): ended after \(waited)"
-        )
-        let next = clock.now
-        let (head, body) = try await client.get("/fine")
-        #expect(
-            head.status == .ok && String(buffer: body) == "fine",
-            "\(version), streamed \(streamed), decompress \(decompress)"
-        )
-        #expect(
-            clock.now - next < TimeBounds.scaled(.seconds(2)),
-            "\(version), streamed \(streamed), decompress \(decompress): the next took \(clock.now - next)"
-        )
+        #expect(waited >= Self.idleTimeout, "\(label): ended after \(waited)")
+        #expect(waited < Self.idleTimeout + TimeBounds.scaled(.seconds(2)), "\(label): ended after \(waited)")
+        try await Self.expectTheNextIsAnswered(client, within: TimeBounds.scaled(.seconds(2)), label)
         await client.shutdown()
     }
 }
