@@ -19,11 +19,17 @@ import Testing
 /// body for the bound ends the call with `idle-timeout`, and the next request is answered.
 @Suite("Slow uploads and the idle bound", .timeLimit(.minutes(2)))
 struct SlowUploadTests {
-    static let idleTimeout = Duration.milliseconds(1500)
-    /// Bytes per second the device takes the body at: 4 MiB takes it about 2.6 s, longer than
-    /// the bound; the stream's 1 MiB window (and the socket's buffer) drain in well under it.
+    /// The link's idle bound. Under AddressSanitizer the six cases at once are CPU-bound on two
+    /// cores (4 MiB took about 8 s, 256 KiB writes left up to 0.9 s apart, and what the device
+    /// held when the last byte left took about 1.4 s to drain, against 1.5 s), so the bound is
+    /// longer there and the upload with it.
+    static let idleTimeout: Duration = TimeBounds.sanitized ? .seconds(4) : .milliseconds(1500)
+    /// Bytes per second the device takes the body at, at most: 4 MiB takes at least 2.6 s (8 MiB
+    /// 5.2 s under a sanitizer), longer than the bound; what the device holds ahead (its 256 KiB
+    /// stream window, handed over and topped up once, and the socket's buffer) drains well
+    /// within it.
     static let deviceRate = 1_600_000
-    static let uploadSize = 4 << 20
+    static let uploadSize = TimeBounds.sanitized ? 8 << 20 : 4 << 20
 
     /// `/slow-sink` reads the body at ``deviceRate`` and answers with the byte count; `/sink`
     /// never reads it; anything else is answered `fine` at once.
@@ -31,10 +37,15 @@ struct SlowUploadTests {
         HTTPResponder { request in
             switch request.head.path {
             case "/slow-sink":
+                // Paced against the clock, not a sleep per part: under AddressSanitizer each
+                // part's own cost slowed a sleep-per-part device to about a third of the rate,
+                // and what it held when the last byte left then took longer than the bound.
+                let clock = ContinuousClock()
+                let started = clock.now
                 var received = 0
                 for try await part in request.body {
                     received += part.readableBytes
-                    try await Task.sleep(for: .microseconds(part.readableBytes * 1_000_000 / Self.deviceRate))
+                    try await clock.sleep(until: started + .microseconds(received * 1_000_000 / Self.deviceRate))
                 }
                 return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "\(received)")))
             case "/sink":
