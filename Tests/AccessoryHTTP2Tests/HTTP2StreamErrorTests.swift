@@ -6,6 +6,7 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import NIOPosix
+import Synchronization
 import Testing
 
 /// A device whose answer on one stream breaks HTTP/2's rules (a malformed header block: a stream
@@ -35,12 +36,14 @@ struct HTTP2StreamErrorTests {
 
     /// A frame that breaks the connection's rules (DATA on stream 0: a connection error, RFC 9113
     /// §6.1) ends every exchange on it at once, not at the idle bound, and the next request opens
-    /// a new connection.
+    /// a new connection. The device breaks the connection only once `/held` is open on it, and
+    /// answers `/held` only after 10 s: a `/slow` answered after 100 ms outran the error under
+    /// AddressSanitizer on a busy machine (6 of 16 tries).
     @Test func aConnectionErrorEndsItsExchangesAtOnceAndTheNextIsAnswered() async throws {
         let client = Self.client()
         for attempt in 1...16 {
             let started = ContinuousClock.now
-            async let slow = client.get("/slow")
+            async let held = client.get("/held")
             try await Task.sleep(for: .milliseconds(20))
             do {
                 _ = try await client.get("/connection-error")
@@ -49,7 +52,7 @@ struct HTTP2StreamErrorTests {
                 #expect(error.underlying is HTTPLinkError, "attempt \(attempt): \(String(reflecting: error))")
             }
             do {
-                _ = try await slow
+                _ = try await held
                 Issue.record("attempt \(attempt): an exchange on a broken connection succeeded")
             } catch {
                 let underlying = (error as? AccessoryClientError)?.underlying
@@ -65,14 +68,15 @@ struct HTTP2StreamErrorTests {
 
     /// A client of a bare swift-nio-http2 server that validates nothing it sends: `/malformed`
     /// is answered with an upper-case field name, `/connection-error` with a DATA frame on stream
-    /// 0 (written under the HTTP/2 handler, which would refuse it), `/slow` after 100 ms, anything
-    /// else at once.
+    /// 0 (written under the HTTP/2 handler, which would refuse it) once a `/held` stream is open
+    /// on the connection, `/held` after 10 s, `/slow` after 100 ms, anything else at once.
     static func client() -> AccessoryClient {
         let group = MultiThreadedEventLoopGroup.singleton
         let transport = SocketPairTransport(name: "malformed-head device") { descriptor in
             _ = NIOPipeBootstrap(group: group)
                 .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
+                    let held = HeldStreams()
+                    return channel.eventLoop.makeCompletedFuture {
                         var connection = NIOHTTP2Handler.ConnectionConfiguration()
                         connection.headerBlockValidation = .disabled
                         _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
@@ -81,7 +85,7 @@ struct HTTP2StreamErrorTests {
                             streamConfiguration: .init()
                         ) { stream in
                             stream.eventLoop.makeCompletedFuture {
-                                try stream.pipeline.syncOperations.addHandler(RuleBreakingAnswerer())
+                                try stream.pipeline.syncOperations.addHandler(RuleBreakingAnswerer(held: held))
                             }
                         }
                     }
@@ -94,9 +98,18 @@ struct HTTP2StreamErrorTests {
     }
 }
 
+/// Whether a `/held` stream is open on one connection of the rule-breaking device.
+private final class HeldStreams: Sendable {
+    private let opened = Mutex(false)
+    func open() { self.opened.withLock { $0 = true } }
+    var isOpen: Bool { self.opened.withLock { $0 } }
+}
+
 private final class RuleBreakingAnswerer: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame.FramePayload
     typealias OutboundOut = HTTP2Frame.FramePayload
+    let held: HeldStreams
+    init(held: HeldStreams) { self.held = held }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .headers(let request) = self.unwrapInboundIn(data) else { return }
@@ -106,11 +119,14 @@ private final class RuleBreakingAnswerer: ChannelInboundHandler {
             let head = HPACKHeaders([(":status", "200"), ("Upper-Case", "not allowed in HTTP/2")])
             context.writeAndFlush(self.wrapOutboundOut(.headers(.init(headers: head, endStream: true))), promise: nil)
         case "/connection-error":
-            guard let parent = context.channel.parent,
-                let http2 = try? parent.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self)
-            else { return }
-            // Length 1, type DATA, no flags, stream 0, one byte.
-            http2.writeAndFlush(NIOAny(ByteBuffer(bytes: [0, 0, 1, 0, 0, 0, 0, 0, 0, 0x41])), promise: nil)
+            self.breakTheConnection(context: context)
+        case "/held":
+            self.held.open()
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .seconds(10)) {
+                let (handler, context) = loopBound.value
+                handler.answer("held", context: context)
+            }
         case "/slow":
             let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: .milliseconds(100)) {
@@ -120,6 +136,23 @@ private final class RuleBreakingAnswerer: ChannelInboundHandler {
         default:
             self.answer("fine", context: context)
         }
+    }
+
+    /// Writes DATA on stream 0 once a `/held` stream is open on this connection.
+    private func breakTheConnection(context: ChannelHandlerContext) {
+        guard self.held.isOpen else {
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .milliseconds(5)) {
+                let (handler, context) = loopBound.value
+                handler.breakTheConnection(context: context)
+            }
+            return
+        }
+        guard let parent = context.channel.parent,
+            let http2 = try? parent.pipeline.syncOperations.context(handlerType: NIOHTTP2Handler.self)
+        else { return }
+        // Length 1, type DATA, no flags, stream 0, one byte.
+        http2.writeAndFlush(NIOAny(ByteBuffer(bytes: [0, 0, 1, 0, 0, 0, 0, 0, 0, 0x41])), promise: nil)
     }
 
     private func answer(_ text: String, context: ChannelHandlerContext) {
