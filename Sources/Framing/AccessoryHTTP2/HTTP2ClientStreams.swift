@@ -42,6 +42,11 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     private var goAwaySent = false
     /// The error that ended the connection, its streams' error.
     private var connectionError: (any Error)?
+    /// Streams reset with a reason and no error before it, ended on the next tick: when
+    /// NIOHTTP2Handler resets a stream for an error in a received frame and writes the reset at
+    /// once, the StreamClosedEvent comes before the error, which then names the cause (a reset
+    /// the device sent is ended the same way, with no cause to wait for).
+    private var resetsAwaitingCause: [(stream: ClientStream, reason: NIOHTTP2.HTTP2ErrorCode, cause: (any Error)?)] = []
 
     /// - Parameters:
     ///   - connectionWindow: the connection's receive window, kept topped up to it.
@@ -176,6 +181,8 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
                 if let error {
                     stream.window.closed = true
                     stream.batches.end(.failed(error))
+                } else if let reason = closed.reason, !stream.refusedByGoAway {
+                    self.endOnTheNextTick(stream, reason: reason, context: context)
                 } else {
                     stream.closed(reason: closed.reason)
                 }
@@ -204,17 +211,49 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
 
     /// An error of one stream fails that stream, never the others. NIOHTTP2Handler names the
     /// stream of an error in a write (`StreamError`); one in a received frame it reports bare and
-    /// resets that stream (the reset's StreamClosedEvent takes the error when it comes after it;
-    /// otherwise the exchange fails as reset). A bare error is kept for a stream reset or the
-    /// connection's end in the same read (``unclaimedError``).
+    /// resets that stream: when the reset waited in its buffer, the StreamClosedEvent comes after
+    /// the error and takes it (``unclaimedError``, also kept for the connection's end in the same
+    /// read); when the reset went out at once, the event came first and the stream waits a tick
+    /// for the error (``resetsAwaitingCause``). Either way the caller learns what was wrong, not
+    /// that the device reset the stream.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let streamError = error as? NIOHTTP2Errors.StreamError {
             self.streams[streamError.streamID]?.batches.end(.failed(streamError.baseError))
             return
         }
-        self.unclaimedError = error
         // The handler reports a connection error just after its GOAWAY.
-        if self.goAwaySent, self.connectionError == nil { self.connectionError = error }
+        if self.goAwaySent {
+            if self.connectionError == nil { self.connectionError = error }
+        } else if let last = self.resetsAwaitingCause.lastIndex(where: { $0.stream.resetByHandler && $0.cause == nil })
+        {
+            // The stream the handler just reset, whose StreamClosedEvent came first.
+            self.resetsAwaitingCause[last].cause = error
+            return
+        }
+        self.unclaimedError = error
+    }
+
+    /// Ends `stream`, reset with `reason`, on the next tick, with the error NIOHTTP2Handler
+    /// reports after its own reset if one comes (``resetsAwaitingCause``).
+    private func endOnTheNextTick(
+        _ stream: ClientStream,
+        reason: NIOHTTP2.HTTP2ErrorCode,
+        context: ChannelHandlerContext
+    ) {
+        stream.window.closed = true
+        self.resetsAwaitingCause.append((stream, reason, nil))
+        guard self.resetsAwaitingCause.count == 1 else { return }
+        context.eventLoop.assumeIsolated().execute {
+            let resets = self.resetsAwaitingCause
+            self.resetsAwaitingCause.removeAll()
+            for (stream, reason, cause) in resets {
+                if let cause {
+                    stream.batches.end(.failed(cause))
+                } else {
+                    stream.closed(reason: reason)
+                }
+            }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -259,6 +298,16 @@ extension HTTP2ClientStreams: NIOHTTP2FrameDelegate {
     /// It closes (on the next tick, outside the handler's write), its streams failing with the
     /// error, and the next request opens another connection.
     func wroteFrame(_ frame: HTTP2Frame) {
+        if case .rstStream = frame.payload {
+            // Not the exchange's own reset (``reset(_:)`` forgets the stream first): the
+            // handler's, for an error in what the device sent on it.
+            if let stream = self.streams[frame.streamID] {
+                stream.resetByHandler = true
+            } else if let awaiting = self.resetsAwaitingCause.last(where: { $0.stream.id == frame.streamID }) {
+                awaiting.stream.resetByHandler = true
+            }
+            return
+        }
         guard case .goAway = frame.payload, let context = self.context else { return }
         self.goAwaySent = true
         if self.refusal == nil { self.refusal = "the connection failed" }
@@ -270,88 +319,6 @@ extension HTTP2ClientStreams: NIOHTTP2FrameDelegate {
 
 @available(*, unavailable)
 extension HTTP2ClientStreams: Sendable {}
-
-/// One exchange's stream on a frame-level connection (``HTTP2ClientStreams``), on its event loop:
-/// the response as it arrives, its receive window, and whether it was reset.
-final class ClientStream: ResponseBatches.Owner {
-    let id: HTTP2StreamID
-    let batches: ResponseBatches
-    var window: InboundWindow
-    /// The exchange (or the link for it) reset the stream: nothing more is written on it.
-    var isReset = false
-    var inReadList = false
-    /// The device's GOAWAY left this stream out: it was not processed.
-    var refusedByGoAway = false
-    private var finalHeadArrived = false
-    private let streams: HTTP2ClientStreams
-
-    init(id: HTTP2StreamID, streams: HTTP2ClientStreams, batches: ResponseBatches, window: InboundWindow) {
-        self.id = id
-        self.streams = streams
-        self.batches = batches
-        self.window = window
-        batches.owner = self
-    }
-
-    /// A frame the device sent on this stream.
-    func receive(_ payload: HTTP2Frame.FramePayload) {
-        switch payload {
-        case .headers(let headers):
-            do {
-                if self.finalHeadArrived {
-                    self.batches.append(.end(try HTTP2Fields.trailers(headers.headers)))
-                } else {
-                    let head = try HTTP2Fields.response(headers.headers)
-                    self.finalHeadArrived = head.status.kind != .informational
-                    self.batches.append(.head(head))
-                    if headers.endStream { self.batches.append(.end(nil)) }
-                }
-            } catch {
-                self.batches.end(.failed(error))
-                self.streams.reset(self)
-            }
-            if headers.endStream { self.window.closed = true }
-        case .data(let data):
-            guard case .byteBuffer(let buffer) = data.data else { return }
-            self.window.frameReceived(size: buffer.readableBytes)
-            if buffer.readableBytes > 0 { self.batches.append(.body(buffer)) }
-            if data.endStream {
-                self.window.closed = true
-                self.batches.append(.end(nil))
-            }
-        default:
-            // RST_STREAM also arrives as a StreamClosedEvent; WINDOW_UPDATE and PRIORITY are
-            // NIOHTTP2Handler's.
-            break
-        }
-    }
-
-    /// The stream closed: cleanly, or reset with `reason` (by the device, or by NIOHTTP2Handler
-    /// for a stream error).
-    func closed(reason: NIOHTTP2.HTTP2ErrorCode?) {
-        self.window.closed = true
-        if self.refusedByGoAway {
-            self.batches.end(
-                .failed(HTTP2StreamsRefused(reason: "the device sent GOAWAY before it processed stream \(self.id)"))
-            )
-        } else if let reason {
-            self.batches.end(.failed(NIOHTTP2Errors.streamClosed(streamID: self.id, errorCode: reason)))
-        } else {
-            self.batches.end(.closed)
-        }
-    }
-
-    func resetStream() {
-        self.streams.reset(self)
-    }
-
-    func bodyBytesTaken(_ count: Int) {
-        self.streams.credit(count, to: self)
-    }
-}
-
-@available(*, unavailable)
-extension ClientStream: Sendable {}
 
 /// A connection that takes no new stream; the link opens another.
 struct HTTP2StreamsRefused: Error, CustomStringConvertible {

@@ -41,9 +41,10 @@ extension HTTP2Link {
                     }
                     if streams.eventLoop.inEventLoop { return try open() }
                     return try await streams.eventLoop.submit(open).get()
-                case .channels(let multiplexer):
+                case .channels(let multiplexer, let resetCauses):
                     let exchange = try await Self.openStreamChannel(
                         multiplexer,
+                        resetCauses: resetCauses,
                         isHeadRequest: isHeadRequest,
                         deadline: deadline,
                         configuration: configuration
@@ -68,6 +69,7 @@ extension HTTP2Link {
     /// NIO's decompressor, and back.
     private static func openStreamChannel(
         _ multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>,
+        resetCauses: NIOLoopBound<StreamResetCauses>,
         isHeadRequest: Bool,
         deadline: StreamDeadline?,
         configuration: LinkConfiguration
@@ -79,7 +81,11 @@ extension HTTP2Link {
                     idleTimeout: configuration.idleTimeout,
                     deadline: deadline
                 )
-                let handler = ResponseStreamHandler(batches: batches, highWatermark: Self.responseHighWatermark)
+                let handler = ResponseStreamHandler(
+                    batches: batches,
+                    highWatermark: Self.responseHighWatermark,
+                    resetCauses: resetCauses.value
+                )
                 try stream.pipeline.syncOperations.addHandlers(
                     EndStreamCoalescer(),
                     HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: .http),
@@ -196,8 +202,11 @@ extension HTTP2Link {
                                 )
                                 return Streams.frames(NIOLoopBound(streams, eventLoop: channel.eventLoop))
                             }
+                            let resetCauses = StreamResetCauses()
                             let multiplexer = try pipeline.configureAsyncHTTP2Pipeline(
                                 mode: .client,
+                                streamDelegate: nil,
+                                frameDelegate: resetCauses,
                                 configuration: pipelineSettings
                             ) { stream in
                                 // The device may not push (SETTINGS_ENABLE_PUSH 0); a stream it
@@ -205,7 +214,11 @@ extension HTTP2Link {
                                 stream.close(promise: nil)
                                 return stream.eventLoop.makeSucceededVoidFuture()
                             }
-                            return Streams.channels(multiplexer)
+                            try pipeline.addHandler(resetCauses)
+                            return Streams.channels(
+                                multiplexer,
+                                NIOLoopBound(resetCauses, eventLoop: channel.eventLoop)
+                            )
                         }
                     }
                 )

@@ -49,7 +49,7 @@ public final class HTTP2Link: Sendable {
     /// handler, so it needs a stream's pipeline).
     enum Streams: Sendable {
         case frames(NIOLoopBound<HTTP2ClientStreams>)
-        case channels(NIOHTTP2Handler.AsyncStreamMultiplexer<Void>)
+        case channels(NIOHTTP2Handler.AsyncStreamMultiplexer<Void>, NIOLoopBound<StreamResetCauses>)
     }
 
     /// Runs async code on the connection's event loop (see `execute(_:body:deadline:handleIsLinkWork:_:)`).
@@ -230,11 +230,15 @@ public final class HTTP2Link: Sendable {
             } catch let error as NIOHTTP2Errors.StreamClosed {
                 throw HTTPLinkError(
                     .linkClosed,
-                    "the device reset the HTTP/2 stream (\(error.errorCode))",
+                    "the device reset the HTTP/2 stream (\(HTTP2ErrorText.name(of: error.errorCode)))",
                     underlying: error
                 )
             } catch let error as any NIOHTTP2Error {
-                throw HTTPLinkError(.malformedResponse, "the HTTP/2 exchange failed: \(error)", underlying: error)
+                throw HTTPLinkError(
+                    .malformedResponse,
+                    "the HTTP/2 exchange failed: \(HTTP2ErrorText.describe(error))",
+                    underlying: error
+                )
             } catch let error as ChannelError {
                 throw HTTPLinkError(.linkClosed, "the HTTP/2 connection closed: \(error)", underlying: error)
             }

@@ -1,5 +1,6 @@
 import AccessoryHTTP1
 import NIOCore
+import NIOHTTP2
 import NIOHTTPTypes
 
 /// The last handler of a client stream channel's pipeline (the link's streams when it decodes
@@ -20,15 +21,21 @@ final class ResponseStreamHandler: ChannelDuplexHandler, ResponseBatches.Owner {
 
     let batches: ResponseBatches
     private let highWatermark: Int
+    private let resetCauses: StreamResetCauses
     private var readHeld = false
+    /// The stream was reset with an error code; the exchange ends on the next tick, with the
+    /// error NIOHTTP2Handler reported for it if it did (``StreamResetCauses``).
+    private var awaitingResetCause = false
     private var context: ChannelHandlerContext?
 
     /// - Parameters:
     ///   - batches: where the response goes; made on the stream's event loop.
     ///   - highWatermark: body bytes held before reads stop until the exchange takes them.
-    init(batches: ResponseBatches, highWatermark: Int) {
+    ///   - resetCauses: the connection's record of why NIOHTTP2Handler reset a stream.
+    init(batches: ResponseBatches, highWatermark: Int, resetCauses: StreamResetCauses) {
         self.batches = batches
         self.highWatermark = highWatermark
+        self.resetCauses = resetCauses
         batches.owner = self
     }
 
@@ -50,11 +57,20 @@ final class ResponseStreamHandler: ChannelDuplexHandler, ResponseBatches.Owner {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        self.batches.end(.closed)
+        if !self.awaitingResetCause { self.batches.end(.closed) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.batches.end(.failed(error))
+        guard let reset = error as? NIOHTTP2Errors.StreamClosed else {
+            self.batches.end(.failed(error))
+            return
+        }
+        // NIOHTTP2Handler reports why it reset the stream after this, if it was its reset.
+        self.awaitingResetCause = true
+        context.eventLoop.assumeIsolated().execute {
+            self.awaitingResetCause = false
+            self.batches.end(.failed(self.resetCauses.take(for: reset.streamID) ?? reset))
+        }
     }
 
     func read(context: ChannelHandlerContext) {
