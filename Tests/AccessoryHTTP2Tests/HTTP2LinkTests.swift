@@ -153,11 +153,11 @@ struct HTTP2LinkTests {
 @Suite("HTTP/2 back-pressure", .timeLimit(.minutes(1)))
 struct HTTP2BackPressureTests {
     @Test func aReaderThatPausesHoldsTheDeviceBack() async throws {
-        let received = InboundCounter()
+        let received = ByteCounter()
         var configuration = AccessoryClient.Configuration()
         configuration.link.httpVersion = .http2
         let client = AccessoryClient(
-            transport: CountingInboundTransport(
+            transport: ByteCountingTransport(
                 inner: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
                 counter: received
             ),
@@ -183,44 +183,5 @@ struct HTTP2BackPressureTests {
         }
         #expect(client.http2?.openCount == 1)
         await client.shutdown()
-    }
-}
-
-final class InboundCounter: Sendable {
-    private let count = TrackedMutex(0)
-    func add(_ bytes: Int) { self.count.withLock { $0 += bytes } }
-    var value: Int { self.count.withLock { $0 } }
-}
-
-/// Counts the bytes a link reads from its transport, below everything else in the pipeline.
-struct CountingInboundTransport: ByteStreamTransport {
-    let inner: any ByteStreamTransport
-    let counter: InboundCounter
-    var description: String { self.inner.description }
-
-    func open(
-        on eventLoop: any EventLoop,
-        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
-    ) async throws -> OpenedByteStream {
-        let counter = self.counter
-        return try await self.inner.open(on: eventLoop) { channel in
-            do {
-                try channel.pipeline.syncOperations.addHandler(InboundCountingHandler(counter: counter))
-            } catch {
-                return channel.eventLoop.makeFailedFuture(error)
-            }
-            return configure(channel)
-        }
-    }
-}
-
-final class InboundCountingHandler: ChannelInboundHandler, Sendable {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-    let counter: InboundCounter
-    init(counter: InboundCounter) { self.counter = counter }
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        self.counter.add(self.unwrapInboundIn(data).readableBytes)
-        context.fireChannelRead(data)
     }
 }

@@ -75,12 +75,13 @@ struct ResponderBackPressureTests {
         let sent = ByteCounter()
         let group = MultiThreadedEventLoopGroup.singleton
         let responder = Self.responder(gate)
-        let transport = CountingOutboundTransport(
+        let transport = ByteCountingTransport(
             inner: SocketPairTransport(name: "gated responder") { descriptor in
                 let eventLoop = group.next()
                 Task { try? await responder.serve(descriptor: descriptor, on: eventLoop) }
             },
-            counter: sent
+            counter: sent,
+            direction: .outbound
         )
         var configuration = AccessoryClient.Configuration()
         configuration.link.httpVersion = .http2
@@ -111,44 +112,5 @@ struct ResponderBackPressureTests {
         )
         #expect(client.http2?.openCount == 1)
         await client.shutdown()
-    }
-}
-
-final class ByteCounter: Sendable {
-    private let count = Atomic(0)
-    func add(_ bytes: Int) { self.count.add(bytes, ordering: .relaxed) }
-    var value: Int { self.count.load(ordering: .relaxed) }
-}
-
-/// Counts the bytes a link writes to its transport, below everything else in the pipeline.
-struct CountingOutboundTransport: ByteStreamTransport {
-    let inner: any ByteStreamTransport
-    let counter: ByteCounter
-    var description: String { self.inner.description }
-
-    func open(
-        on eventLoop: any EventLoop,
-        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
-    ) async throws -> OpenedByteStream {
-        let counter = self.counter
-        return try await self.inner.open(on: eventLoop) { channel in
-            do {
-                try channel.pipeline.syncOperations.addHandler(OutboundCountingHandler(counter: counter))
-            } catch {
-                return channel.eventLoop.makeFailedFuture(error)
-            }
-            return configure(channel)
-        }
-    }
-}
-
-final class OutboundCountingHandler: ChannelOutboundHandler, Sendable {
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-    let counter: ByteCounter
-    init(counter: ByteCounter) { self.counter = counter }
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        self.counter.add(self.unwrapOutboundIn(data).readableBytes)
-        context.write(data, promise: promise)
     }
 }
