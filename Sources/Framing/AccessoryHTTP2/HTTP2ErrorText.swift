@@ -5,10 +5,12 @@ import NIOHTTP2
 /// NIOHTTP2/HPACKHeaders+Validation.swift:271)`), and an error code prints as
 /// `HTTP2ErrorCode<0x1 ProtocolError>`.
 enum HTTP2ErrorText {
-    /// The rule the device's frames broke, for the errors a device's answer can cause; any other
-    /// error as swift-nio-http2 describes it.
+    /// The rule the device's frames broke, for the errors a device's answer can cause, or the
+    /// device's reset; any other error as swift-nio-http2 describes it.
     static func describe(_ error: any Error) -> String {
         switch error {
+        case let error as NIOHTTP2Errors.StreamClosed:
+            return "the device reset the HTTP/2 stream (\(Self.name(of: error.errorCode)))"
         case let error as NIOHTTP2Errors.InvalidHTTP2HeaderFieldName:
             return "the device sent the header field name \"\(error.fieldName)\", which HTTP/2 forbids "
                 + "(field names are lower case, without spaces or controls: RFC 9113 §8.2.1)"

@@ -230,7 +230,7 @@ public final class HTTP2Link: Sendable {
             } catch let error as NIOHTTP2Errors.StreamClosed {
                 throw HTTPLinkError(
                     .linkClosed,
-                    "the device reset the HTTP/2 stream (\(HTTP2ErrorText.name(of: error.errorCode)))",
+                    HTTP2ErrorText.describe(error),
                     underlying: error
                 )
             } catch let error as any NIOHTTP2Error {

@@ -94,7 +94,7 @@ final class HTTP2StreamExchange: @unchecked Sendable {
             // connection error): the caller gets the link's error type, as the head's reader does.
             throw HTTPLinkError(
                 .linkClosed,
-                "the HTTP/2 stream failed while the body was read: \(error)",
+                "the HTTP/2 stream failed while the body was read: \(HTTP2ErrorText.describe(error))",
                 underlying: error
             )
         }
