@@ -47,6 +47,10 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     private var inputClosed = false
     private var closingTransport = false
     private var stallTimer: Scheduled<Void>?
+    /// Whether a read is under way: asked for from above (or by ``attach()``) and not yet ended
+    /// by `channelReadComplete`. The stall clock runs only then: while the HTTP layer holds
+    /// reading back, the host is held back too, and a frame cut short by that is not stalled.
+    private var reading = false
 
     /// Whether a close from above in plain mode ends only that stream (``Boundary/endedByResponder``)
     /// instead of the transport: for a TLS layer above, whose connection ends while the line
@@ -85,7 +89,9 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
             context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
             return
         }
+        self.reading = true
         context.read()
+        self.watchForStall(context: context)
     }
 
     /// Closes the transport itself (a close from the HTTP layer inside a session only ends that
@@ -147,15 +153,16 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
         context.fireChannelRead(self.wrapInboundOut(bytes))
     }
 
-    /// How long part of a frame may wait for its next byte before it is given up on.
+    /// How long part of a frame may wait for its next byte, while the responder is reading,
+    /// before it is given up on.
     public static let stallTimeout = TimeAmount.milliseconds(250)
 
     /// Arms (or disarms) the stall timer: part of a frame that gets no further byte within
-    /// ``stallTimeout`` is given up on (``SessionResponderMachine/stalled()``).
+    /// ``stallTimeout`` of reading is given up on (``SessionResponderMachine/stalled()``).
     private func watchForStall(context: ChannelHandlerContext) {
         self.stallTimer?.cancel()
         self.stallTimer = nil
-        guard self.machine.hasPartialInput else { return }
+        guard self.reading, self.machine.hasPartialInput else { return }
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.stallTimer = context.eventLoop.scheduleTask(in: Self.stallTimeout) {
             let handler = bound.value
@@ -173,6 +180,10 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     }
 
     public func channelReadComplete(context: ChannelHandlerContext) {
+        // The read is over; the clock stops until the next is asked for (before the HTTP layer
+        // hears of this one, since it may ask for the next at once).
+        self.reading = false
+        self.watchForStall(context: context)
         if self.deliveredThisRead {
             self.deliveredThisRead = false
             context.fireChannelReadComplete()
@@ -189,6 +200,13 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     }
 
     // MARK: Outbound
+
+    public func read(context: ChannelHandlerContext) {
+        self.reading = true
+        context.read()
+        // A second ask before the read ends does not restart a running clock.
+        if self.stallTimer == nil { self.watchForStall(context: context) }
+    }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard self.attached else {
