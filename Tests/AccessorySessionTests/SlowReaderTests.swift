@@ -1,4 +1,5 @@
 import AccessoryClient
+import AccessoryEmulator
 import AccessoryResponder
 import AccessorySession
 import AccessoryTestSupport
@@ -11,12 +12,25 @@ import Testing
     import Glibc
 #endif
 
-/// A responder that is slow to read an upload holds the host back (docs/framing.md §5): the
-/// 250 ms stall rule counts only the time the responder is asking for bytes, so a frame cut in
-/// two by the responder's own back-pressure is not taken for one a dead host left unfinished.
+/// A side that is slow to read holds the other back, and neither takes that for a fault: the
+/// responder's 250 ms stall rule (docs/framing.md §5) and the host's liveness bound (§4) count
+/// only time spent asking for bytes. A frame cut in two by the responder's own back-pressure is
+/// not one a dead host left unfinished; a device that waits for a host which is not reading is
+/// not a silent device.
 extension SessionIOSuites {
-    @Suite("session layer: a responder slow to read")
+    @Suite("session layer: a side slow to read")
     struct SlowReaderTests {
+        /// How a slow reader of a download stops.
+        enum Pause: String, CaseIterable, CustomStringConvertible, Sendable {
+            /// It awaits something else: the link holds the device back.
+            case suspends
+            /// It blocks the thread it runs on, the link's own event loop (as the CLI does when a
+            /// write to a full stdout pipe blocks): nothing of the link runs, its timers run late.
+            case blocksTheLinkThread
+
+            var description: String { self.rawValue }
+        }
+
         /// 16 tries on one line: a 1 MiB upload in session frames to a handler that waits 400 ms
         /// before it reads the body, so the responder stops reading with part of a frame in hand
         /// for longer than the stall bound. Each upload is answered with its byte count, and a
@@ -53,6 +67,81 @@ extension SessionIOSuites {
                     )
                 }
                 // One session for all of it: no stall was taken for a damaged frame.
+                #expect(client.link.openCount == 1)
+                #expect(client.link.renewalCount == 0)
+            } catch {
+                await client.shutdown()
+                server.cancel()
+                close(host)
+                throw error
+            }
+            await client.shutdown()
+            server.cancel()
+            close(host)
+        }
+
+        /// 16 tries on one session with a liveness bound of 200 ms (a PING after 200 ms of
+        /// silence, failure after 400 ms): a 4 MiB download whose reader stops for 1 s after its
+        /// first part (under a sanitizer: 4 tries, all of it five times longer), awaiting or
+        /// blocking the link's own thread. The host holds the device back meanwhile; the download still arrives whole
+        /// and right, and `/status` is answered after it within its bound.
+        @Test(arguments: Pause.allCases)
+        func downloadReadAfterAPauseIsNotTakenForASilentDevice(pause: Pause) async throws {
+            let size = 4 << 20
+            let expected = EmulatedAccessory.patternBytes(offset: 0, count: size)
+            let responder = EmulatedAccessory().makeResponder()
+            let (host, device) = try SocketPairTransport.makeSocketPair()
+            let server = Task { try await responder.serve(descriptor: device) }
+            // Under a sanitizer the device may truly be slow for 400 ms: five times the bound and
+            // the pause there, and four tries.
+            let stretch = TimeBounds.sanitized ? 5 : 1
+            var session = SessionTransport.Configuration()
+            session.pingInterval = .milliseconds(200) * stretch
+            let client = AccessoryClient(
+                transport: SessionTransport(wrapping: SharedLineEnd(descriptor: host), configuration: session)
+            )
+            do {
+                for attempt in 1...(TimeBounds.sanitized ? 4 : 16) {
+                    let executor: (any TaskExecutor)? = pause == .blocksTheLinkThread ? client.taskExecutor : nil
+                    let (status, received, right) = try await withTaskExecutorPreference(executor) {
+                        try await client.execute(AccessoryRequest(path: "/bytes/\(size)")) { response in
+                            var received = 0
+                            var right = true
+                            var paused = false
+                            for try await part in response.body {
+                                right =
+                                    right
+                                    && part.withUnsafeReadableBytes { got in
+                                        expected[received...].prefix(got.count).withUnsafeBytes { want in
+                                            guard got.count == want.count, let a = got.baseAddress,
+                                                let b = want.baseAddress
+                                            else { return got.count == want.count }
+                                            return memcmp(a, b, got.count) == 0
+                                        }
+                                    }
+                                received += part.readableBytes
+                                if !paused {
+                                    paused = true
+                                    switch pause {
+                                    case .suspends: try await Task.sleep(for: .seconds(1) * stretch)
+                                    case .blocksTheLinkThread: usleep(1_000_000 * UInt32(stretch))
+                                    }
+                                }
+                            }
+                            return (response.status, received, right)
+                        }
+                    }
+                    #expect(status == .ok, "attempt \(attempt)")
+                    #expect(received == size, "attempt \(attempt)")
+                    #expect(right, "attempt \(attempt)")
+                    let started = ContinuousClock.now
+                    let (head, _) = try await client.get("/status")
+                    #expect(head.status == .ok, "attempt \(attempt)")
+                    #expect(
+                        ContinuousClock.now - started < TimeBounds.scaled(.seconds(1)),
+                        "attempt \(attempt): \(ContinuousClock.now - started)"
+                    )
+                }
                 #expect(client.link.openCount == 1)
                 #expect(client.link.renewalCount == 0)
             } catch {

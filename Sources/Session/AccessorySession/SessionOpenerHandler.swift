@@ -35,6 +35,8 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var handshakeTimer: Scheduled<Void>?
     private var helloResendTimer: Scheduled<Void>?
     private var pingTimer: RepeatedTask?
+    /// When the liveness timer last ran (it runs every half ping interval).
+    private var lastPingTick = NIODeadline.now()
     private var established = false
     private var ended = false
     /// The layer above gave the stream up and will renew it: a failure does not close the channel.
@@ -350,6 +352,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         guard let interval = self.configuration.pingInterval else { return }
         let amount = TimeAmount(interval)
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        self.lastPingTick = .now()
         self.pingTimer = context.eventLoop.scheduleRepeatedTask(
             initialDelay: .nanoseconds(amount.nanoseconds / 2),
             delay: .nanoseconds(amount.nanoseconds / 2)
@@ -357,7 +360,20 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
             _ in
             let handler = bound.value
             guard let context = handler.context, var machine = handler.machine else { return }
-            let actions = machine.tick(now: .now(), interval: amount)
+            let now = NIODeadline.now()
+            // Late by more than a whole period: this event loop did not run (code on it blocked,
+            // as the CLI's write to a full stdout pipe does), and what the device sent meanwhile
+            // may be waiting unread.
+            let late = now - handler.lastPingTick > amount
+            handler.lastPingTick = now
+            // Or no read under way: the layer above holds the device back, and the device's
+            // silence (a PONG behind the data nobody reads yet) proves nothing either.
+            guard handler.readingBelow, !late else {
+                machine.holdingBack(now: now)
+                handler.machine = machine
+                return
+            }
+            let actions = machine.tick(now: now, interval: amount)
             handler.machine = machine
             handler.run(actions, context: context)
             context.flush()

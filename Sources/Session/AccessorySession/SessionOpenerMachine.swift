@@ -153,6 +153,14 @@ struct SessionOpenerMachine {
         return self.traced(frame, sent: true) + [.write(out)]
     }
 
+    /// The host was not reading: it held the device back (its application had not taken what
+    /// came), or its event loop did not run. Silence meanwhile is the host's own doing, so the
+    /// liveness clock starts again (docs/framing.md §4).
+    mutating func holdingBack(now: NIODeadline) {
+        guard case .open = self.state else { return }
+        self.lastReceived = now
+    }
+
     /// Liveness (docs/framing.md §4): a PING after `interval` of silence, failure after twice it.
     mutating func tick(now: NIODeadline, interval: TimeAmount) -> [Action] {
         guard case .open = self.state else { return [] }
