@@ -45,10 +45,7 @@ extension SessionIOSuites {
                 for try await part in request.body { received += part.readableBytes }
                 return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "\(received)")))
             }
-            let (host, device) = try SocketPairTransport.makeSocketPair()
-            let server = Task { try await responder.serve(descriptor: device) }
-            let client = AccessoryClient(transport: SessionTransport(wrapping: SharedLineEnd(descriptor: host)))
-            do {
+            try await self.withOneSession(served: responder) { client in
                 for attempt in 1...16 {
                     let upload = AccessoryRequest(
                         method: .post,
@@ -58,26 +55,9 @@ extension SessionIOSuites {
                     let (head, body) = try await client.data(upload, maxBodySize: 64)
                     #expect(head.status == .ok, "attempt \(attempt)")
                     #expect(String(buffer: body) == "\(size)", "attempt \(attempt)")
-                    let started = ContinuousClock.now
-                    let (next, _) = try await client.get("/next")
-                    #expect(next.status == .ok, "attempt \(attempt)")
-                    #expect(
-                        ContinuousClock.now - started < TimeBounds.scaled(.seconds(1)),
-                        "attempt \(attempt): \(ContinuousClock.now - started)"
-                    )
+                    try await self.expectPromptAnswer(client, "/next", attempt: attempt)
                 }
-                // One session for all of it: no stall was taken for a damaged frame.
-                #expect(client.link.openCount == 1)
-                #expect(client.link.renewalCount == 0)
-            } catch {
-                await client.shutdown()
-                server.cancel()
-                close(host)
-                throw error
             }
-            await client.shutdown()
-            server.cancel()
-            close(host)
         }
 
         /// 16 tries on one session with a liveness bound of 200 ms (a PING after 200 ms of
@@ -90,17 +70,12 @@ extension SessionIOSuites {
             let size = 4 << 20
             let expected = EmulatedAccessory.patternBytes(offset: 0, count: size)
             let responder = EmulatedAccessory().makeResponder()
-            let (host, device) = try SocketPairTransport.makeSocketPair()
-            let server = Task { try await responder.serve(descriptor: device) }
             // Under a sanitizer the device may truly be slow for 400 ms: five times the bound and
             // the pause there, and four tries.
             let stretch = TimeBounds.sanitized ? 5 : 1
             var session = SessionTransport.Configuration()
             session.pingInterval = .milliseconds(200) * stretch
-            let client = AccessoryClient(
-                transport: SessionTransport(wrapping: SharedLineEnd(descriptor: host), configuration: session)
-            )
-            do {
+            try await self.withOneSession(served: responder, configuration: session) { client in
                 for attempt in 1...(TimeBounds.sanitized ? 4 : 16) {
                     let executor: (any TaskExecutor)? = pause == .blocksTheLinkThread ? client.taskExecutor : nil
                     let (status, received, right) = try await withTaskExecutorPreference(executor) {
@@ -134,25 +109,48 @@ extension SessionIOSuites {
                     #expect(status == .ok, "attempt \(attempt)")
                     #expect(received == size, "attempt \(attempt)")
                     #expect(right, "attempt \(attempt)")
-                    let started = ContinuousClock.now
-                    let (head, _) = try await client.get("/status")
-                    #expect(head.status == .ok, "attempt \(attempt)")
-                    #expect(
-                        ContinuousClock.now - started < TimeBounds.scaled(.seconds(1)),
-                        "attempt \(attempt): \(ContinuousClock.now - started)"
-                    )
+                    try await self.expectPromptAnswer(client, "/status", attempt: attempt)
                 }
+            }
+        }
+
+        /// A session client on one end of a socketpair, `responder` serving the other end, for
+        /// `body`; then the client, the server and the host's end are ended, pass or fail. All of
+        /// it must have been one session: the line opened once, the session never restarted (no
+        /// stall or silence was taken for a fault).
+        private func withOneSession(
+            served responder: HTTPResponder,
+            configuration: SessionTransport.Configuration = .init(),
+            _ body: (AccessoryClient) async throws -> Void
+        ) async throws {
+            let (host, device) = try SocketPairTransport.makeSocketPair()
+            let server = Task { try await responder.serve(descriptor: device) }
+            let client = AccessoryClient(
+                transport: SessionTransport(wrapping: SharedLineEnd(descriptor: host), configuration: configuration)
+            )
+            var failure: (any Error)?
+            do {
+                try await body(client)
                 #expect(client.link.openCount == 1)
                 #expect(client.link.renewalCount == 0)
             } catch {
-                await client.shutdown()
-                server.cancel()
-                close(host)
-                throw error
+                failure = error
             }
             await client.shutdown()
             server.cancel()
             close(host)
+            if let failure { throw failure }
+        }
+
+        /// `GET path` is answered 200 within 1 s.
+        private func expectPromptAnswer(_ client: AccessoryClient, _ path: String, attempt: Int) async throws {
+            let started = ContinuousClock.now
+            let (head, _) = try await client.get(path)
+            #expect(head.status == .ok, "attempt \(attempt)")
+            #expect(
+                ContinuousClock.now - started < TimeBounds.scaled(.seconds(1)),
+                "attempt \(attempt): \(ContinuousClock.now - started)"
+            )
         }
     }
 }
