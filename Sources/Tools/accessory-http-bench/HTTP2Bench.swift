@@ -17,6 +17,8 @@ extension Names {
     static let http2StatusToBareServer = "GET /status: native HTTP/2, 1 caller → bare NIO HTTP/2 server"
     static let http2IdleP99 = "GET /status: HTTP/2 p99, link idle"
     static let http2BusyP99 = "GET /status: HTTP/2 p99, bulk GET running"
+    static let nioH2PairIdleP99 = "GET /status: bare NIO HTTP/2 pair p99, connection idle"
+    static let nioH2PairBusyP99 = "GET /status: bare NIO HTTP/2 pair p99, bulk GET running"
     static let http2CancelToNext = "cancel → next answer: HTTP/2"
     static let http1RequestBytes = "GET /status bytes written: HTTP/1.1"
     static let http2RequestBytes = "GET /status bytes written: HTTP/2 (HPACK)"
@@ -182,6 +184,9 @@ extension Benchmarks {
         }
         table.add(Names.http2IdleP99, "µs", idle)
         table.add(Names.http2BusyP99, "µs", busy, note: "an 8 GiB GET on the same connection")
+        let bare = try await self.nioH2P99([self.selfPath, "nio-h2-pong", responsePath])
+        table.add(Names.nioH2PairIdleP99, "µs", bare.idle)
+        table.add(Names.nioH2PairBusyP99, "µs", bare.busy, note: "the same measurement, no async code")
 
         var cancels: [Double] = []
         for _ in 0..<self.reps {

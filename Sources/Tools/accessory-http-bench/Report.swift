@@ -150,6 +150,13 @@ enum Report {
             percent: false
         )
         line(
+            "bare NIO HTTP/2 pair: /status p99 during a bulk GET / idle (the same ratio for the floor of any NIO design)",
+            ratio(Names.nioH2PairBusyP99, Names.nioH2PairIdleP99),
+            nil,
+            { _ in true },
+            percent: false
+        )
+        line(
             "HTTP/2 /status request bytes / HTTP/1.1 (HPACK)",
             ratio(Names.http2RequestBytes, Names.http1RequestBytes),
             nil,
