@@ -6,4 +6,7 @@
 ///
 /// By default the handler runs on the link's event loop thread and must not block; see
 /// ``ResponderConfiguration/runsHandlersOnEventLoop``.
+///
+/// Its task is cancelled when the host no longer wants the answer: it reset the HTTP/2 stream,
+/// started a new session, or hung up the link.
 public typealias HTTPHandler = @Sendable (ResponderRequest) async throws -> ResponderResponse

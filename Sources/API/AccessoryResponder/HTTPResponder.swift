@@ -282,17 +282,24 @@ public struct HTTPResponder: Sendable {
         }
         switch negotiated {
         case .http1(let link):
-            await self.session(link).run()
+            let executor = LinkSession.executor(for: channel.eventLoop, self.configuration)
+            await ClosingCancels.run(until: link.channel, on: executor) {
+                var session = self.session(link)
+                session.executor = executor
+                await session.run()
+            }
         case .http2(let multiplexer):
             // The loop that accepts streams and every stream's task run on one executor (the
             // connection's event loop by default): a stream's request is then read, answered
             // and written without waking another thread, and without a hop between executors.
+            // A stream the host resets (a cancel, a deadline) ends its handler's work at once.
             let executor = LinkSession.executor(for: channel.eventLoop, self.configuration)
+            let streams = StreamTasks()
             await withTaskExecutorPreference(executor) {
-                await withDiscardingTaskGroup { group in
+                await withTaskCancellationHandler {
                     do {
                         for try await stream in multiplexer.inbound {
-                            group.addTask(executorPreference: executor) {
+                            streams.start(stream.channel, on: executor) {
                                 var session = self.session(stream, http2: true)
                                 session.executor = executor
                                 await session.run()
@@ -301,6 +308,9 @@ public struct HTTPResponder: Sendable {
                     } catch {
                         self.logger.debug("HTTP/2 link ended", metadata: ["error": "\(error)"])
                     }
+                    await streams.waitForAll()
+                } onCancel: {
+                    streams.cancelAll()
                 }
             }
             try? await channel.close()
