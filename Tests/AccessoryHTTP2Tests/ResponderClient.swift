@@ -1,9 +1,11 @@
 import AccessoryClient
 import AccessoryHTTP1
 import AccessoryResponder
+import AccessoryTestSupport
 import AccessoryTransport
 import NIOCore
 import NIOPosix
+import Testing
 
 /// A client speaking HTTP/2 to `responder`, which serves each open of the link on its own
 /// socketpair in this process; `configure` adjusts the link (timeouts, decompression).
@@ -44,4 +46,17 @@ func stallingResponder() -> HTTPResponder {
             return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "fine")))
         }
     }
+}
+
+/// The next answer after a fault: `/fine` (answered `fine` by `stallingResponder()` and the
+/// other test devices) within 500 ms, stretched under a sanitizer.
+func expectFineAtOnce(_ client: AccessoryClient, _ label: String) async throws {
+    let clock = ContinuousClock()
+    let started = clock.now
+    let (head, body) = try await client.get("/fine")
+    #expect(head.status == .ok && String(buffer: body) == "fine", "\(label)")
+    #expect(
+        clock.now - started < TimeBounds.scaled(.milliseconds(500)),
+        "\(label): the next took \(clock.now - started)"
+    )
 }
