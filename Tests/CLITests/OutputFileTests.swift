@@ -53,14 +53,18 @@ struct OutputFileTests {
     /// mode 0600 (before: 0644, readable by every local user until the download ended).
     @Test func theTemporaryFileIsPrivateWhileTheBodyArrives() async throws {
         let path = scratch.file("slow.bin")
-        // A device that reads the request head, sends half the body, waits, sends the rest.
+        // A device that reads the request head, sends half the body, and sends the rest only
+        // when the test has looked (or after 60 s): the window does not depend on how fast the
+        // CLI starts (a cold one beside the other suites once took over 5 s).
+        let looked = scratch.file("looked")
         let script = scratch.file("slow-device.sh")
         try Data(
             """
             cr=$(printf '\\r')
             while IFS= read -r line; do [ "$line" = "$cr" ] && break; done
             printf 'HTTP/1.1 200 OK\\r\\nContent-Length: 10\\r\\n\\r\\nhello'
-            sleep 2
+            n=0
+            while [ ! -e '\(looked)' ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done
             printf 'world'
             sleep 1
 
@@ -69,15 +73,15 @@ struct OutputFileTests {
         let device = "exec:sh '\(script)'"
         let child = try startCLI(["--device", device, "download", "/slow", "-o", path], scratch: scratch)
         var seen: [String: String] = [:]
-        // A sanitized CLI beside other suites once took over 5 s to start.
-        let appeared = await eventually(timeout: 5 * Double(TimeBounds.factor)) {
+        let appeared = await eventually(timeout: 30 * Double(TimeBounds.factor)) {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: scratch.path)) ?? []
             for name in names where name.hasPrefix("slow.bin.") {
                 if let mode = self.mode(scratch.file(name)) { seen[name] = mode }
             }
             return !seen.isEmpty || !child.isRunning
         }
-        let result = await child.finish(timeout: 10 * Double(TimeBounds.factor))
+        FileManager.default.createFile(atPath: looked, contents: nil)
+        let result = await child.finish(timeout: 30 * Double(TimeBounds.factor))
         #expect(appeared && !seen.isEmpty, "no temporary file seen: \(result)")
         for (name, mode) in seen {
             #expect(mode == "600", "\(name) has mode \(mode)")
