@@ -12,12 +12,8 @@ public struct SessionStreamEnded: Sendable, Hashable {}
 ///
 /// Reading follows the HTTP layer (the channel's autoRead, held back by the responder while
 /// request parts pile up): while it sends a response it keeps reading, so a HELLO is seen in
-/// the middle of a long answer. While the HTTP layer holds reading back (a handler that does
-/// not read its request body), it reads ahead up to ``readAheadLimit`` bytes of the HTTP
-/// stream and keeps them for when the HTTP layer asks: a host that died in the middle of an
-/// upload leaves its unread bytes in the transport, and the next host's HELLO behind them is
-/// found without waiting for the handler. Bytes that arrive while no HTTP layer is attached
-/// (between a HELLO and the new handlers) are held and delivered on ``attach()``.
+/// the middle of a long answer. Bytes that arrive while no HTTP layer is attached (between a
+/// HELLO and the new handlers) are held and delivered on ``attach()``.
 public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChannelHandler {
     public typealias InboundIn = ByteBuffer
     public typealias InboundOut = ByteBuffer
@@ -45,12 +41,6 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     private var boundaryPromise: EventLoopPromise<Boundary>?
     private var currentBoundary: Boundary?
     private var held = CircularBuffer<ByteBuffer>()
-    /// Bytes of the attached HTTP stream read ahead of the HTTP layer's asking, in order.
-    private var readAhead = CircularBuffer<ByteBuffer>()
-    private var readAheadBytes = 0
-    /// Whether the HTTP layer asked for a read (`read`, or ``attach()`` on its behalf) that
-    /// has not yet been answered with a `channelReadComplete`.
-    private var upperAsked = true
     private var deliveredThisRead = false
     /// Bytes for the HTTP layer from the read being processed.
     private var pending = ByteBuffer()
@@ -94,7 +84,6 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
         self.attached = true
         self.currentBoundary = nil
         self.boundaryPromise = nil
-        self.upperAsked = true
         self.deliverHeld(context: context)
         if self.inputClosed {
             context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
@@ -141,10 +130,6 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
             self.inputClosed = true
             if let tail = self.machine.drainHeldPlainBytes() { self.held.append(tail) }
             if !self.attached { return }  // passed on in attach()
-            // Nothing more comes: what was read ahead goes up before the end, asked for or not
-            // (at most readAheadLimit bytes).
-            self.upperAsked = true
-            self.deliverReadAhead(context: context)
             self.deliverHeld(context: context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -159,63 +144,13 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
         self.watchForStall(context: context)
     }
 
-    /// The payload of every frame of one read from below goes up as one read if the HTTP layer
-    /// asked for it, after what was read ahead; otherwise it is kept with what was read ahead.
+    /// The payload of every frame of one read from below goes up as one read.
     private func handUp(context: ChannelHandlerContext) {
         guard self.attached, self.pending.readableBytes > 0 else { return }
         let bytes = self.pending
         self.pending = ByteBuffer()
-        guard self.upperAsked else {
-            self.readAhead.append(bytes)
-            self.readAheadBytes += bytes.readableBytes
-            return
-        }
-        self.fireReadAhead(context: context)
         self.deliveredThisRead = true
         context.fireChannelRead(self.wrapInboundOut(bytes))
-    }
-
-    /// How many bytes of the HTTP stream are read ahead of an HTTP layer that holds reading
-    /// back, so that a HELLO behind them is seen. Beyond it the transport's back-pressure holds
-    /// the host. A host's unread leftovers in a transport are at most its buffers (a socketpair
-    /// holds a few hundred KiB, a tty 4 KiB).
-    public static let readAheadLimit = 1 << 20
-
-    /// Fires what was read ahead (without a read complete).
-    private func fireReadAhead(context: ChannelHandlerContext) {
-        guard !self.readAhead.isEmpty else { return }
-        self.readAheadBytes = 0
-        self.deliveredThisRead = true
-        while let bytes = self.readAhead.popFirst() {
-            context.fireChannelRead(self.wrapInboundOut(bytes))
-        }
-    }
-
-    /// Answers the HTTP layer's ask with what was read ahead, outside a read from below.
-    private func deliverReadAhead(context: ChannelHandlerContext) {
-        guard self.attached, self.upperAsked, !self.readAhead.isEmpty else { return }
-        self.fireReadAhead(context: context)
-        self.deliveredThisRead = false
-        self.upperAsked = false
-        context.fireChannelReadComplete()
-        self.readAheadIfNeeded(context: context)
-    }
-
-    /// At the end of a read the HTTP layer heard of: gives the HTTP layer the ask the channel's
-    /// autoRead makes at the end of each read (a read kept going here would suppress it: NIO
-    /// asks only when no read is pending), and if the HTTP layer holds it back, keeps a read
-    /// going below while less than ``readAheadLimit`` bytes wait for it.
-    private func readAheadIfNeeded(context: ChannelHandlerContext) {
-        guard self.attached, !self.upperAsked, !self.inputClosed, !self.closingTransport, context.channel.isActive
-        else { return }
-        if (try? context.channel.syncOptions?.getOption(ChannelOptions.autoRead)) ?? false {
-            context.channel.read()  // through the HTTP layer, which passes it here if it wants it
-            if self.upperAsked { return }
-        }
-        guard !self.reading, self.readAheadBytes < Self.readAheadLimit else { return }
-        self.reading = true
-        context.read()
-        if self.stallTimer == nil { self.watchForStall(context: context) }
     }
 
     /// How long part of a frame may wait for its next byte, while the responder is reading,
@@ -237,12 +172,10 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
             handler.handUp(context: context)
             if handler.deliveredThisRead {
                 handler.deliveredThisRead = false
-                handler.upperAsked = false
                 context.fireChannelReadComplete()
             }
             context.flush()
             handler.watchForStall(context: context)
-            handler.readAheadIfNeeded(context: context)
         }
     }
 
@@ -253,11 +186,9 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
         self.watchForStall(context: context)
         if self.deliveredThisRead {
             self.deliveredThisRead = false
-            self.upperAsked = false
             context.fireChannelReadComplete()
         }
         context.flush()  // PONGs, HELLO_ACKs
-        self.readAheadIfNeeded(context: context)
     }
 
     private func deliverHeld(context: ChannelHandlerContext) {
@@ -271,17 +202,6 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
     // MARK: Outbound
 
     public func read(context: ChannelHandlerContext) {
-        self.upperAsked = true
-        if !self.readAhead.isEmpty {
-            // Answered outside this call: the handler above asked, it is not ready to be
-            // re-entered.
-            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.execute {
-                guard let context = bound.value.context else { return }
-                bound.value.deliverReadAhead(context: context)
-            }
-            return
-        }
         self.reading = true
         context.read()
         // A second ask before the read ends does not restart a running clock.
@@ -351,8 +271,6 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
             case .abandon(let why):
                 // The old stream's unread input is dropped; its HTTP layer is told to stop.
                 self.held.removeAll()
-                self.readAhead.removeAll()
-                self.readAheadBytes = 0
                 self.pending = ByteBuffer()
                 if self.deliveredThisRead {
                     self.deliveredThisRead = false
