@@ -37,7 +37,10 @@ public final class AccessoryBridge: Sendable {
         public var device = ""
         /// The longest a request waits for its turn on the link before it is answered 503.
         public var queueTimeout: Duration = .seconds(30)
-        /// The longest the accessory may take to start its answer before it is answered 504.
+        /// The longest the accessory may take to start its answer before it is answered 504:
+        /// counted from the last part of the request's body the link took (from the start of the
+        /// body, once the link is open and has sent the head; from the exchange's start for a
+        /// request without one), so a long upload is not cut.
         public var responseTimeout: Duration = .seconds(60)
         /// The `Retry-After` of a 503, in seconds.
         public var retryAfterSeconds = 2

@@ -242,6 +242,9 @@ struct BridgeForwarder: Sendable {
         if let relay {
             let length = head.headers["content-length"].first.flatMap { Int($0) }
             body = .stream(length: length) { writer in
+                // The link has opened and sent the head: from here on, time without body
+                // progress is the accessory's; before, it was the link's own open.
+                progress.counts.withLock { $0.lastBodyProgress = .now }
                 while let part = try await relay.next() {
                     let count = part.readableBytes
                     try await writer.write(part)
