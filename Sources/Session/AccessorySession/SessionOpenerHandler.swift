@@ -37,7 +37,6 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var pingTimer: RepeatedTask?
     /// When the liveness timer last ran (it runs every half ping interval).
     private var lastPingTick = NIODeadline.now()
-    private var outbound = OutboundProgress()
     private var established = false
     private var ended = false
     /// The layer above gave the stream up and will renew it: a failure does not close the channel.
@@ -273,7 +272,6 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         for (index, action) in actions.enumerated() {
             switch action {
             case .write(let bytes):
-                self.outbound.wrote(bytes.readableBytes)
                 if index == lastWrite {
                     context.write(self.wrapOutboundOut(bytes), promise: writePromise)
                     writePromise = nil
@@ -374,13 +372,6 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 machine.holdingBack(now: now)
                 handler.machine = machine
                 return
-            }
-            // Or the device took some of what we wrote since the last tick: it is reading an
-            // upload slowly, and its PONG waits behind our data (docs/framing.md §4).
-            if let buffered = try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes),
-                handler.outbound.moved(buffered: buffered)
-            {
-                machine.deviceTookBytes(now: now)
             }
             let actions = machine.tick(now: now, interval: amount)
             handler.machine = machine

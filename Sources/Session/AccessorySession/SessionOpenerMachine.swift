@@ -157,19 +157,6 @@ struct SessionOpenerMachine {
     /// came), or its event loop did not run. Silence meanwhile is the host's own doing, so the
     /// liveness clock starts again (docs/framing.md §4).
     mutating func holdingBack(now: NIODeadline) {
-        self.restartLivenessClock(now: now)
-    }
-
-    /// The device took bytes of ours: the line had been full, and it has room again. A device
-    /// that reads an upload slowly leaves the host's PING behind the data still in the line, and
-    /// its PONG comes late; it is alive for as long as it keeps taking bytes, so the liveness
-    /// clock starts again (docs/framing.md §4). One that takes nothing for twice the interval
-    /// is still found dead.
-    mutating func deviceTookBytes(now: NIODeadline) {
-        self.restartLivenessClock(now: now)
-    }
-
-    private mutating func restartLivenessClock(now: NIODeadline) {
         guard case .open = self.state else { return }
         self.lastReceived = now
     }

@@ -30,9 +30,7 @@ public struct SessionTransport: ByteStreamTransport {
         /// How long to wait for the device's HELLO_ACK.
         public var handshakeTimeout: Duration = .seconds(3)
         /// A PING after this much silence inside a session; the session ends as dead after
-        /// twice it. Silence while this side holds the device back, or while the device is
-        /// still taking bytes this side wrote, does not count (docs/framing.md §4). `nil`: no
-        /// pings.
+        /// twice it. `nil`: no pings.
         public var pingInterval: Duration? = .seconds(5)
         /// The largest frame this side accepts (64 … 16384).
         public var maxFrameSize: Int = SessionFrame.maxFrameSize
