@@ -114,6 +114,47 @@ extension SessionIOSuites {
             }
         }
 
+        /// The other direction: a device that takes an upload slowly (256 KiB/s, paced against
+        /// the clock) holds the host back, and the host's PING waits behind the DATA already in
+        /// the line (NIO's outbound buffer, the socket's and what the device reads ahead: over a
+        /// second of it at that rate), so its PONG comes late. With a liveness bound of 500 ms
+        /// (failure after 1 s), each upload must still be answered with its byte count in the
+        /// same session: a device that keeps taking bytes is not silent (the host sees it take
+        /// them through the socket's send queue). 4 tries of 768 KiB (under a sanitizer the
+        /// bound is five times longer and so is the upload). Before 2026-11-30 the host ended
+        /// the session as dead on the first ("the device sent nothing, not even an answer to a
+        /// ping, for 1182 ms"). `DeadDeviceTests` checks that this costs a dead device no time.
+        @Test func uploadToASlowDeviceIsNotTakenForASilentDevice() async throws {
+            let stretch = TimeBounds.sanitized ? 5 : 1
+            let size = (768 << 10) * stretch
+            let rate = 256 << 10
+            let responder = HTTPResponder { request in
+                let clock = ContinuousClock()
+                let started = clock.now
+                var received = 0
+                for try await part in request.body {
+                    received += part.readableBytes
+                    try await clock.sleep(until: started + .microseconds(received * 1_000_000 / rate))
+                }
+                return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "\(received)")))
+            }
+            var session = SessionTransport.Configuration()
+            session.pingInterval = .milliseconds(500) * stretch
+            try await self.withOneSession(served: responder, configuration: session) { client in
+                for attempt in 1...4 {
+                    let upload = AccessoryRequest(
+                        method: .post,
+                        path: "/slow-upload",
+                        body: .bytes(ByteBuffer(repeating: UInt8(attempt), count: size))
+                    )
+                    let (head, body) = try await client.data(upload, maxBodySize: 64)
+                    #expect(head.status == .ok, "attempt \(attempt)")
+                    #expect(String(buffer: body) == "\(size)", "attempt \(attempt)")
+                    try await self.expectPromptAnswer(client, "/next", attempt: attempt)
+                }
+            }
+        }
+
         /// A session client on one end of a socketpair, `responder` serving the other end, for
         /// `body`; then the client, the server and the host's end are ended, pass or fail. All of
         /// it must have been one session: the line opened once, the session never restarted (no

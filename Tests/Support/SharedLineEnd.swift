@@ -29,7 +29,7 @@ public struct SharedLineEnd: ByteStreamTransport {
             .channelInitializer(configure)
             .takingOwnershipOfDescriptor(inputOutput: copy)
             .get()
-        return OpenedByteStream(channel: channel)
+        return OpenedByteStream(channel: channel, sendQueue: KernelSendQueue(descriptor: copy))
     }
 }
 

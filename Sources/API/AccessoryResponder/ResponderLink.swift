@@ -83,8 +83,8 @@ struct ResponderLink: Sendable {
 }
 
 /// The event-loop half of ``ResponderLink``: queues decoded request parts until the link's task
-/// asks for them (reading from the peer only while fewer than `highWatermark` wait), and writes
-/// its response parts.
+/// asks for them (reading from the peer only while fewer than `highWatermark` parts and
+/// `highWatermarkBytes` body bytes wait), and writes its response parts.
 final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
@@ -93,6 +93,11 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// Request parts queued before reading from the peer stops (a body the handler is not
     /// reading yet holds the peer back instead of filling memory).
     static let highWatermark = 8
+    /// Body bytes queued before reading from the peer stops. Bounded in bytes too, since one
+    /// part can be a whole read (tens of KiB): a host sees the device take its upload as the
+    /// handler reads it, not in bursts seconds apart, and a session host's PING behind the
+    /// upload is read, and answered, within a fraction of a second (docs/framing.md §4).
+    static let highWatermarkBytes = 64 * 1024
 
     enum Taken {
         case part(HTTPRequestPart)
@@ -116,6 +121,8 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private let eventLoop: any EventLoop
     private var context: ChannelHandlerContext?
     private var queue = CircularBuffer<HTTPRequestPart>(initialCapacity: 4)
+    /// Body bytes in `queue`.
+    private var queuedBytes = 0
     /// Set once the peer closed its side (`.success`) or the inbound side failed.
     private var inboundEnd: Result<Void, any Error>?
     private var partWaiter: Waiter<HTTPRequestPart?>?
@@ -147,6 +154,7 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
             waiter.resume(with: .success(part))
         } else {
             self.queue.append(part)
+            if case .body(let buffer) = part { self.queuedBytes += buffer.readableBytes }
         }
     }
 
@@ -182,7 +190,7 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     /// Reads from the peer only while the queue has room.
     func read(context: ChannelHandlerContext) {
-        if self.queue.count < Self.highWatermark {
+        if self.queue.count < Self.highWatermark && self.queuedBytes < Self.highWatermarkBytes {
             context.read()
         } else {
             self.readHeldBack = true
@@ -193,7 +201,10 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     func takePart() -> Taken {
         if let part = self.queue.popFirst() {
-            if self.readHeldBack && self.queue.count < Self.highWatermark / 2 {
+            if case .body(let buffer) = part { self.queuedBytes -= buffer.readableBytes }
+            if self.readHeldBack && self.queue.count < Self.highWatermark / 2
+                && self.queuedBytes < Self.highWatermarkBytes / 2
+            {
                 self.readHeldBack = false
                 self.context?.read()
             }

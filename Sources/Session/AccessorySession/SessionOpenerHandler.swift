@@ -37,6 +37,10 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     private var pingTimer: RepeatedTask?
     /// When the liveness timer last ran (it runs every half ping interval).
     private var lastPingTick = NIODeadline.now()
+    /// The kernel's send queue under the channel, when the transport knows it (set once the
+    /// stream is open): with it, a device reading a backlog slowly is told from a dead one.
+    var sendQueue: KernelSendQueue?
+    private var outbound = OutboundProgress()
     private var established = false
     private var ended = false
     /// The layer above gave the stream up and will renew it: a failure does not close the channel.
@@ -272,6 +276,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         for (index, action) in actions.enumerated() {
             switch action {
             case .write(let bytes):
+                self.outbound.wrote(bytes.readableBytes)
                 if index == lastWrite {
                     context.write(self.wrapOutboundOut(bytes), promise: writePromise)
                     writePromise = nil
@@ -353,6 +358,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         let amount = TimeAmount(interval)
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         self.lastPingTick = .now()
+        if let waiting = self.waitingBytes(context: context) { self.outbound.look(waiting: waiting) }
         self.pingTimer = context.eventLoop.scheduleRepeatedTask(
             initialDelay: .nanoseconds(amount.nanoseconds / 2),
             delay: .nanoseconds(amount.nanoseconds / 2)
@@ -366,6 +372,10 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
             // may be waiting unread.
             let late = now - handler.lastPingTick > amount
             handler.lastPingTick = now
+            // Or the device took some of what we wrote since the last tick and more still waits
+            // for it: it reads slowly, and its PONG waits behind our data (docs/framing.md §4).
+            let waiting = handler.waitingBytes(context: context)
+            let tookFromBacklog = waiting.map { handler.outbound.tookFromBacklog(waiting: $0) } ?? false
             // Or no read under way: the layer above holds the device back, and the device's
             // silence (a PONG behind the data nobody reads yet) proves nothing either.
             guard handler.readingBelow, !late else {
@@ -373,11 +383,23 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 handler.machine = machine
                 return
             }
+            if tookFromBacklog { machine.tookFromBacklog(now: now) }
             let actions = machine.tick(now: now, interval: amount)
             handler.machine = machine
             handler.run(actions, context: context)
             context.flush()
         }
+    }
+
+    /// Bytes written that the device has not taken yet: the channel's outbound buffer and the
+    /// kernel's send queue. `nil` without a send queue to read, or on a closed channel (whose
+    /// descriptor number may already name another file).
+    private func waitingBytes(context: ChannelHandlerContext) -> Int? {
+        guard let sendQueue = self.sendQueue, context.channel.isActive,
+            let buffered = try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes),
+            let queued = sendQueue.unsentBytes()
+        else { return nil }
+        return buffered + queued
     }
 
     private func stopTimers() {

@@ -157,6 +157,17 @@ struct SessionOpenerMachine {
     /// came), or its event loop did not run. Silence meanwhile is the host's own doing, so the
     /// liveness clock starts again (docs/framing.md §4).
     mutating func holdingBack(now: NIODeadline) {
+        self.restartLivenessClock(now: now)
+    }
+
+    /// The device took bytes of ours since the last tick and more still wait for it: it reads
+    /// slowly, and its PONG waits behind our data, so the liveness clock starts again
+    /// (docs/framing.md §4). One that takes nothing for twice the interval is still found dead.
+    mutating func tookFromBacklog(now: NIODeadline) {
+        self.restartLivenessClock(now: now)
+    }
+
+    private mutating func restartLivenessClock(now: NIODeadline) {
         guard case .open = self.state else { return }
         self.lastReceived = now
     }

@@ -30,7 +30,9 @@ public struct SessionTransport: ByteStreamTransport {
         /// How long to wait for the device's HELLO_ACK.
         public var handshakeTimeout: Duration = .seconds(3)
         /// A PING after this much silence inside a session; the session ends as dead after
-        /// twice it. `nil`: no pings.
+        /// twice it. Silence while this side holds the device back, or while the device is still
+        /// taking a backlog of bytes this side wrote (seen where the transport reports its
+        /// kernel send queue), does not count (docs/framing.md §4). `nil`: no pings.
         public var pingInterval: Duration? = .seconds(5)
         /// The largest frame this side accepts (64 … 16384).
         public var maxFrameSize: Int = SessionFrame.maxFrameSize
@@ -103,8 +105,10 @@ public struct SessionTransport: ByteStreamTransport {
                 return configure(channel).map { (promise.futureResult, bound) }
             }
         )
-        let session = try await Self.awaitHandshake(built.0, on: opened)
         let handler = built.1
+        let sendQueue = opened.sendQueue
+        opened.channel.eventLoop.execute { handler.value.sendQueue = sendQueue }
+        let session = try await Self.awaitHandshake(built.0, on: opened)
         let stream = opened.replacingRenewal { configure in
             let channel = opened.channel
             let handshake = try await channel.eventLoop.flatSubmit {

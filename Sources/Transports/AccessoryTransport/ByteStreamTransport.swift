@@ -96,6 +96,9 @@ public struct OpenedByteStream: Sendable {
     /// Starts a new stream on the same open transport (see ``renew(building:)``); `nil` when
     /// the transport cannot.
     public let renewal: StreamRenewal?
+    /// The kernel's send queue under the channel, when the transport knows its descriptor: what
+    /// the device has not taken yet of the bytes that left the channel's own buffer.
+    public let sendQueue: KernelSendQueue?
 
     /// A stream open on `channel`.
     ///
@@ -107,16 +110,19 @@ public struct OpenedByteStream: Sendable {
     ///     closing the channel releases everything.
     ///   - renewal: starts a new, clean stream on the same channel (a session layer's restart
     ///     in band); `nil` when the only way to a clean stream is to close and open again.
+    ///   - sendQueue: the kernel's send queue of the descriptor the channel writes to.
     public init(
         channel: any Channel,
         diagnostics: @escaping @Sendable () async -> String? = { nil },
         released: (@Sendable () async -> Void)? = nil,
-        renewal: StreamRenewal? = nil
+        renewal: StreamRenewal? = nil,
+        sendQueue: KernelSendQueue? = nil
     ) {
         self.channel = channel
         self.diagnosticsProvider = diagnostics
         self.releasedProvider = released
         self.renewal = renewal
+        self.sendQueue = sendQueue
     }
 
     /// The same stream with its renewal replaced: for a layer that wraps the stream (TLS) and
@@ -126,7 +132,8 @@ public struct OpenedByteStream: Sendable {
             channel: self.channel,
             diagnostics: self.diagnosticsProvider,
             released: self.releasedProvider,
-            renewal: renewal
+            renewal: renewal,
+            sendQueue: self.sendQueue
         )
     }
 

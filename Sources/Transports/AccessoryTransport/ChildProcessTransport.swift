@@ -127,7 +127,8 @@ public struct ChildProcessTransport: ByteStreamTransport {
             // Closing starts the grace period, then SIGTERM, then SIGKILL to the child's whole
             // process group; released once the child is reaped and no process of its group is
             // left (a grandchild that ignores SIGTERM gets the group's SIGKILL).
-            released: { await process.waitUntilGroupEnded(limit: .seconds(2)) }
+            released: { await process.waitUntilGroupEnded(limit: .seconds(2)) },
+            sendQueue: KernelSendQueue(descriptor: pipes.stdin.write.rawValue)
         )
         return (stream, process)
     }

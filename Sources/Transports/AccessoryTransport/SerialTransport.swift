@@ -91,7 +91,12 @@ public struct SerialTransport: ByteStreamTransport {
             NIOThreadPool.singleton.runIfActive(eventLoop: loop) { port.release() }
         }
         released.whenComplete { _ in unreleased.add(-1) }
-        return (OpenedByteStream(channel: channel, released: { try? await released.get() }), released)
+        let stream = OpenedByteStream(
+            channel: channel,
+            released: { try? await released.get() },
+            sendQueue: KernelSendQueue(descriptor: port.descriptor.rawValue)
+        )
+        return (stream, released)
     }
 
     /// The current settings of an open terminal descriptor, read with `tcgetattr`.

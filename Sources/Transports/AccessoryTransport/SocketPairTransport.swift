@@ -58,7 +58,7 @@ public struct SocketPairTransport: ByteStreamTransport {
         }
         // NIO now owns `local` (it reads from it and writes to a dup of it) and closes both.
         self.peer(remote)
-        return OpenedByteStream(channel: channel)
+        return OpenedByteStream(channel: channel, sendQueue: KernelSendQueue(descriptor: local))
     }
 
     /// Creates a connected pair of stream sockets, both close-on-exec.

@@ -122,7 +122,7 @@ public struct StdioTransport: ByteStreamTransport {
             try? watched?.close()
             restore()
         }
-        return OpenedByteStream(channel: channel)
+        return OpenedByteStream(channel: channel, sendQueue: KernelSendQueue(descriptor: output.rawValue))
     }
 
     /// NIO accepts only pipes, sockets and character devices other than /dev/null.

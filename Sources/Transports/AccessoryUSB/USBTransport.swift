@@ -129,11 +129,16 @@ public struct USBTransport: ByteStreamTransport {
         }
         let node = handle.device.deviceNode
         let hint = self.configuration.silentDeviceHint
-        return OpenedByteStream(channel: channel) {
-            let failure = await bridge.explainedFailure(deviceNode: node)
-            guard let hint, bridge.receivedNothing else { return failure }
-            return failure.map { "\($0); \(hint)" } ?? hint
-        }
+        // The send queue is the bridge's socket: what its thread has not read into transfers.
+        return OpenedByteStream(
+            channel: channel,
+            diagnostics: {
+                let failure = await bridge.explainedFailure(deviceNode: node)
+                guard let hint, bridge.receivedNothing else { return failure }
+                return failure.map { "\($0); \(hint)" } ?? hint
+            },
+            sendQueue: KernelSendQueue(descriptor: local)
+        )
     }
 
     /// How many links the device can carry at once: its qualifying interfaces (at most
