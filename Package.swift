@@ -363,7 +363,7 @@ let package = Package(
             dependencies: [
                 "AccessoryTestSupport",
                 "AccessoryClient", "AccessoryResponder", "AccessoryEmulator", "AccessoryTransport", "AccessoryHTTP1",
-                "AccessoryCrypto",
+                "AccessoryCrypto", "AccessorySession",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

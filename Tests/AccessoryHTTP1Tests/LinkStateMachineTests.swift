@@ -258,6 +258,54 @@ import Testing
         #expect(m.state == .idle)
     }
 
+    /// RFC 9112 §9.3: a final answer that closes the link, while the body is still going out,
+    /// stops the body (the device will not read it) and ends the exchange with the answer.
+    @Test(arguments: [(false, true), (true, false), (false, false)])
+    func finalAnswerThatClosesWhileTheBodyGoesOutAbandonsTheBody(keepAlive: Bool, selfDelimited: Bool) {
+        var m = started()
+        #expect(
+            m.responseHead(status: 413, keepAlive: keepAlive, selfDelimited: selfDelimited)
+                == .forwardHead(deliver: true, requestBodyAbandoned: true)
+        )
+        #expect(m.responseBody(byteCount: 5) == .forwardBody)
+        #expect(m.responseEnded() == .endResponse(finishBody: true, completion: .complete(reusable: false)))
+        #expect(m.state == .broken)
+        let ended = m.requestEnded(id: 1)
+        #expect(ended == .none)
+    }
+
+    /// A keep-alive answer while the body goes out: the device reads the rest, so it is sent.
+    @Test func finalAnswerThatKeepsTheLinkWhileTheBodyGoesOutKeepsSending() {
+        var m = started()
+        #expect(
+            m.responseHead(status: 413, keepAlive: true, selfDelimited: true)
+                == .forwardHead(deliver: true, requestBodyAbandoned: false)
+        )
+        #expect(m.responseEnded() == .endResponse(finishBody: true, completion: .pending))
+    }
+
+    /// The device ending the link after the whole answer, with the body still going out, leaves
+    /// that exchange answered; before the answer's end, or ended by this side, it does not.
+    @Test func linkFailedSaysWhetherTheAnswerWasWhole() {
+        var answered = started()
+        _ = answered.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        _ = answered.responseEnded()
+        let wasAnswered = answered.linkFailed(byDevice: true)
+        #expect(wasAnswered)
+        var timedOut = started()
+        _ = timedOut.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        _ = timedOut.responseEnded()
+        let timedOutAnswered = timedOut.linkFailed(byDevice: false)
+        #expect(!timedOutAnswered)
+        var midBody = started()
+        _ = midBody.responseHead(status: 200, keepAlive: true, selfDelimited: true)
+        let midBodyAnswered = midBody.linkFailed(byDevice: true)
+        #expect(!midBodyAnswered)
+        var idle = M(drainLimit: 1)
+        let idleAnswered = idle.linkFailed(byDevice: true)
+        #expect(!idleAnswered)
+    }
+
     @Test func linkFailed() {
         var m = started()
         m.linkFailed()

@@ -154,6 +154,52 @@ struct MachineTests {
         #expect(machine.mode == .plain)
     }
 
+    /// The responder ends a session itself (its HTTP layer answered an upload early and closes)
+    /// in the middle of a DATA frame: the rest of that frame and the frames behind it, which the
+    /// host sent before it saw the CLOSE, are dropped, not read as a plain request; the first
+    /// plain bytes after them are plain, and a HELLO after them starts the next session. Fed
+    /// whole and in 1-byte reads.
+    @Test(
+        "after its own CLOSE the responder drops the ended session's frames still arriving",
+        arguments: [false, true]
+    )
+    func ownCloseDropsTheEndedSessionsFrames(oneByteAtATime: Bool) {
+        for next in ["plain", "hello"] {
+            var machine = SessionResponderMachine()
+            var start = Self.hello(7)
+            let upload = Self.frame(.data, nonce: 7, sequence: 1, ByteBuffer(repeating: 0x41, count: 600))
+            start.writeImmutableBuffer(upload.getSlice(at: upload.readerIndex, length: 100) ?? ByteBuffer())
+            _ = Self.feed(&machine, start, oneByteAtATime: oneByteAtATime)
+            let close = machine.endStream() ?? []
+            #expect(
+                Self.frames(
+                    in: close.reduce(into: ByteBuffer()) { out, action in
+                        if case .write(var bytes) = action { out.writeBuffer(&bytes) }
+                    }
+                ).map(\.kind) == [.close]
+            )
+            var rest = upload.getSlice(at: upload.readerIndex + 100, length: upload.readableBytes - 100) ?? ByteBuffer()
+            rest.writeImmutableBuffer(Self.frame(.data, nonce: 7, sequence: 2, ByteBuffer(repeating: 0x42, count: 300)))
+            rest.writeImmutableBuffer(Self.frame(.ping, nonce: 7, sequence: 3, ByteBuffer(integer: UInt64(1))))
+            if next == "plain" {
+                rest.writeString("GET /next HTTP/1.1\r\n\r\n")
+            } else {
+                rest.writeImmutableBuffer(Self.hello(8))
+                rest.writeImmutableBuffer(Self.frame(.data, nonce: 8, sequence: 1, ByteBuffer(string: "GET /s")))
+            }
+            let outcome = Self.feed(&machine, rest, oneByteAtATime: oneByteAtATime)
+            if next == "plain" {
+                #expect(String(buffer: outcome.delivered) == "GET /next HTTP/1.1\r\n\r\n", "\(next) \(oneByteAtATime)")
+                #expect(machine.mode == .plain)
+            } else {
+                #expect(String(buffer: outcome.delivered) == "GET /s", "\(next) \(oneByteAtATime)")
+                #expect(outcome.abandons == [.restart])
+                #expect(machine.mode == .session(nonce: 8))
+            }
+            #expect(Self.frames(in: outcome.written).allSatisfy { $0.kind == .helloAck }, "no PONG for a dead session")
+        }
+    }
+
     // MARK: Opener
 
     static func open(_ machine: inout SessionOpenerMachine, after garbage: ByteBuffer) -> Bool {

@@ -48,6 +48,8 @@ struct ExchangeHandle: Sendable {
     let body: Body
     /// Where the link records the response's trailer fields.
     let trailers: TrailerFields
+    /// Set when the device's answer made the rest of a streamed request body unwanted.
+    let requestBodyAbandonment: RequestBodyAbandonment
 
     enum Body: Sendable {
         /// The body streams through this producer from the start.
@@ -56,6 +58,18 @@ struct ExchangeHandle: Sendable {
         /// ``HTTPLinkHandler/claimBody(_:id:bodyHandler:)``).
         case pending(NIOLoopBound<PendingResponseBody>)
     }
+}
+
+/// Whether the rest of a streamed request body was given up: the device sent its final answer
+/// and closes the link before the body was complete (RFC 9112 §9.3: the client stops sending).
+/// Set on the event loop before the writes it refuses fail, so the writer that sees such a
+/// failure finds it set, and ends quietly instead of failing the exchange.
+final class RequestBodyAbandonment: Sendable {
+    private let value = Atomic<Bool>(false)
+
+    func record() { self.value.store(true, ordering: .releasing) }
+
+    var isRecorded: Bool { self.value.load(ordering: .acquiring) }
 }
 
 /// How an exchange ended, readable from any thread without waiting: recorded on the event loop
@@ -155,6 +169,7 @@ struct ExchangePorts {
     var heldBody: ByteBuffer?
     /// Streamed request body writes waiting for the channel to take more.
     private var writabilityWaiters: [EventLoopPromise<Void>] = []
+    let requestBodyAbandonment = RequestBodyAbandonment()
 
     private init(
         id: UInt64,
@@ -214,7 +229,8 @@ struct ExchangePorts {
             completion: completion.futureResult,
             outcome: ports.outcome,
             body: handleBody,
-            trailers: trailers
+            trailers: trailers,
+            requestBodyAbandonment: ports.requestBodyAbandonment
         )
         return (ports, handle)
     }
@@ -228,6 +244,15 @@ struct ExchangePorts {
     mutating func resolveMayWriteBody(_ value: Bool) {
         self.mayWriteBody?.succeed(value)
         self.mayWriteBody = nil
+    }
+
+    /// The rest of the request body is not sent: a held body is dropped, a streamed one's writer
+    /// is told (its waits end, its next write fails, ``RequestBodyAbandonment`` says why).
+    mutating func abandonRequestBody() {
+        self.requestBodyAbandonment.record()
+        self.heldBody = nil
+        self.resolveMayWriteBody(false)
+        self.becameWritable()
     }
 
     mutating func waitForWritability(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {

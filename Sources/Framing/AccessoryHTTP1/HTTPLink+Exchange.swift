@@ -29,6 +29,9 @@ extension HTTPLink {
                 do {
                     try await produce(writer)
                 } catch {
+                    // The device answered and closes the link: the rest of the body is not
+                    // wanted, and the writes refused for that are no failure of the exchange.
+                    if exchange.requestBodyAbandonment.isRecorded { return }
                     let failure =
                         error as? HTTPLinkError
                         ?? HTTPLinkError(
@@ -39,6 +42,7 @@ extension HTTPLink {
                     eventLoop.execute { handler.value.failRequest(id: id, failure) }
                     throw failure
                 }
+                if exchange.requestBodyAbandonment.isRecorded { return }
                 let trailerFields = trailers?.value
                 eventLoop.execute { handler.value.endRequest(id: id, trailers: trailerFields) }
             }

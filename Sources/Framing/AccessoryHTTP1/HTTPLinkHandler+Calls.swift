@@ -37,7 +37,9 @@ extension HTTPLinkHandler {
     /// Writes one part of a streamed request body. The future completes when the link can take
     /// more (back-pressure), so a fast producer never fills memory.
     func writeBody(id: UInt64, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
-        guard let context = self.context, self.ports?.id == id, self.failure == nil else {
+        guard let context = self.context, let ports = self.ports, ports.id == id, self.failure == nil,
+            !ports.requestBodyAbandonment.isRecorded
+        else {
             return self.eventLoop.makeFailedFuture(
                 self.failure ?? HTTPLinkError(.linkClosed, "the link closed while the request body was being sent")
             )
@@ -51,14 +53,15 @@ extension HTTPLinkHandler {
 
     /// The streamed request body ended, followed by `trailers` (only for a chunked body).
     func endRequest(id: UInt64, trailers: HTTPFields? = nil) {
-        guard self.ports?.id == id, self.failure == nil else { return }
+        guard let ports = self.ports, ports.id == id, self.failure == nil, !ports.requestBodyAbandonment.isRecorded
+        else { return }
         self.writeEnd(id: id, body: nil, trailers: trailers)
     }
 
     /// The caller's body source failed: the request on the wire is incomplete, so the link
     /// cannot be trusted again.
     func failRequest(id: UInt64, _ error: HTTPLinkError) {
-        guard self.ports?.id == id else { return }
+        guard let ports = self.ports, ports.id == id, !ports.requestBodyAbandonment.isRecorded else { return }
         self.fail(error)
     }
 

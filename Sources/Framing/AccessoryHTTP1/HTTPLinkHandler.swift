@@ -216,7 +216,12 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // What follows is this head's body, never a status line (a 1xx decoded from the
             // same read set the guard back to `.startLine`).
             self.guardHandler.mode = .passThrough
-            if requestBodyAbandoned { self.ports?.resolveMayWriteBody(false) }
+            if requestBodyAbandoned, self.ports?.requestBodyAbandonment.isRecorded == false {
+                self.configuration.tracer?.emit(
+                    .note("the device answered before the request body was complete; the rest is not sent")
+                )
+                self.ports?.abandonRequestBody()
+            }
             guard deliver, let head else { break }
             do {
                 self.ports?.deliverHead(try HTTPResponse(head))
@@ -354,13 +359,21 @@ final class HTTPLinkHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Fails whatever is in progress and closes the link. Safe to call more than once.
     func fail(_ error: HTTPLinkError) {
         if self.failure == nil { self.failure = error }
-        self.machine.linkFailed()
+        let wasAnswered = self.machine.linkFailed(byDevice: error.code == .linkClosed)
         self.guardHandler.mode = .discard
         self.idleTimer?.cancel()
         self.idleTimer = nil
         if var ports = self.ports {
             self.ports = nil
-            ports.fail(error, answered: self.guardHandler.responseStart.readableBytes > 0)
+            if wasAnswered {
+                self.configuration.tracer?.emit(
+                    .note("the link ended after the whole answer, while the request body was still going out")
+                )
+                ports.abandonRequestBody()
+                ports.complete(reusable: false)
+            } else {
+                ports.fail(error, answered: self.guardHandler.responseStart.readableBytes > 0)
+            }
         }
         if self.isActive { self.giveUpStream() }
     }

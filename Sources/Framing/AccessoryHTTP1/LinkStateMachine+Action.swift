@@ -10,8 +10,9 @@ extension LinkStateMachine {
         case awaitFinalHead(releaseRequestBody: Bool)
         /// The final head arrived; the guard passes the body through. `deliver`: hand the head to
         /// the caller (else nobody waits for it and its body is drained).
-        /// `requestBodyAbandoned`: the device answered before the body it asked to wait for, so
-        /// that body must not be sent.
+        /// `requestBodyAbandoned`: the device answered before the body it asked to wait for, or
+        /// answered while the body was going out and closes the link after this answer, so the
+        /// rest of the body must not be sent.
         case forwardHead(deliver: Bool, requestBodyAbandoned: Bool)
         /// Hand this body part to the consumer.
         case forwardBody

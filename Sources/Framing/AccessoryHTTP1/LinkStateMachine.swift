@@ -202,6 +202,13 @@ struct LinkStateMachine {
             exchange.request = .done
             exchange.keepAlive = false
             bodyAbandoned = true
+        } else if exchange.request == .writing && !(keepAlive && selfDelimited) {
+            // The final answer came while the body was still going out, and the device closes
+            // the link after it: it will not read the rest. RFC 9112 §9.3 (as curl does): stop
+            // sending and take the answer; the link is not reused.
+            exchange.request = .done
+            exchange.keepAlive = false
+            bodyAbandoned = true
         }
         exchange.keepAlive = exchange.keepAlive && keepAlive && selfDelimited
         exchange.bodiless = exchange.isHeadRequest || status == 204 || status == 304
@@ -356,9 +363,16 @@ struct LinkStateMachine {
     // MARK: Failures
 
     /// A framing error, stray bytes, an idle timeout, EOF, a request body that failed: the link
-    /// is no longer trustworthy.
-    mutating func linkFailed() {
-        self.state = .broken
+    /// is no longer trustworthy. Returns whether the exchange in progress is over rather than
+    /// failed: `byDevice` (the device ended the link: EOF, a write refused) after its whole
+    /// answer, while only the request body was still going out (it answered without reading all
+    /// of it). That answer is the device's final word on the request, whatever became of the
+    /// rest of the body. A timeout or a close of this side's fails the exchange as ever.
+    @discardableResult
+    mutating func linkFailed(byDevice: Bool = false) -> Bool {
+        defer { self.state = .broken }
+        guard byDevice, case .exchange(let exchange) = self.state else { return false }
+        return exchange.response == .done
     }
 
     // MARK: Private

@@ -45,6 +45,9 @@ public struct SessionResponderMachine: Sendable {
     private var expectedSequence: UInt32 = 0
     private var peerMaxFrame = SessionFrame.maxFrameSize
     private let tracing: Bool
+    /// The session this side ended with CLOSE 01, while frames of it the host sent before it saw
+    /// the CLOSE may still arrive (in plain mode; see ``dropEndedSessionFrames()``).
+    private var endedSession: UInt64?
 
     /// A machine in plain mode, at the start of a stream.
     ///
@@ -71,6 +74,12 @@ public struct SessionResponderMachine: Sendable {
     /// byte and the rest is scanned again, so a HELLO behind it is found (docs/framing.md §5).
     public mutating func stalled() -> [Action] {
         switch self.mode {
+        case .plain where self.endedSession != nil:
+            // A frame of the ended session that stopped halfway (its host died while writing
+            // it): dropped, since its bytes were never plain input.
+            self.endedSession = nil
+            self.reader.discardAll()
+            return []
         case .plain:
             let (segments, rest) = self.watch.release()
             var actions = self.apply(segments)
@@ -91,6 +100,15 @@ public struct SessionResponderMachine: Sendable {
         var input = bytes
         while true {
             switch self.mode {
+            case .plain where self.endedSession != nil:
+                if let bytes = input { self.reader.append(bytes) }
+                input = nil
+                actions += self.dropEndedSessionFrames()
+                if self.endedSession != nil { return actions }  // the rest of a frame is due
+                if case .plain = self.mode {
+                    input = self.reader.remainingBytes()
+                    if input == nil { return actions }
+                }
             case .plain:
                 guard let bytes = input else { return actions }
                 input = nil
@@ -170,7 +188,10 @@ public struct SessionResponderMachine: Sendable {
                 payload: SessionFrame.closePayload(.endOfStream)
             )
             self.mode = .plain
-            self.reader.discardAll()
+            self.watch = HelloWatch()
+            // The host may be sending still (an upload answered early): the rest of the frame
+            // being read and the frames behind it are dropped, not read as plain requests.
+            self.endedSession = nonce
             return self.encoded(close)
         }
     }
@@ -223,7 +244,29 @@ public struct SessionResponderMachine: Sendable {
         return actions
     }
 
+    /// After this side ended a session (CLOSE 01), frames of it that were already on their way
+    /// (the host had not seen the CLOSE: an upload answered early) are read whole and dropped,
+    /// the rest of the one being read included, so that none of their bytes reach the HTTP layer
+    /// as a plain request (docs/framing.md §6). A HELLO starts the next session; the first bytes
+    /// that do not start a frame are plain input (a plain host's request), and end this.
+    private mutating func dropEndedSessionFrames() -> [Action] {
+        var actions: [Action] = []
+        while self.endedSession != nil {
+            switch self.reader.next() {
+            case .needMoreBytes:
+                return actions
+            case .invalid:
+                self.endedSession = nil
+            case .frame(let frame):
+                if self.tracing { actions.append(.trace(frame, sent: false)) }
+                if frame.kind == .hello { return actions + self.restart(frame) }
+            }
+        }
+        return actions
+    }
+
     private mutating func restart(_ hello: SessionFrame) -> [Action] {
+        self.endedSession = nil
         let version = min(
             hello.payload.getInteger(at: hello.payload.readerIndex, as: UInt8.self) ?? 1,
             SessionFrame.version
@@ -246,6 +289,7 @@ public struct SessionResponderMachine: Sendable {
 
     private mutating func fail(_ why: String, nonce: UInt64, badFrameStillBuffered: Bool = true) -> [Action] {
         self.mode = .hunting
+        self.endedSession = nil
         // Scanning resumes after the bad frame's first byte: a HELLO may hide behind it. (A
         // valid frame out of sequence has already been taken off the input.)
         if badFrameStillBuffered { self.reader.dropFirstByte() }
@@ -274,6 +318,12 @@ extension SessionResponderMachine {
     /// In plain mode, the bytes held back as a possible HELLO when the input ended: plain input.
     public mutating func drainHeldPlainBytes() -> ByteBuffer? {
         guard case .plain = self.mode else { return nil }
+        if self.endedSession != nil {
+            // The input ended in the middle of a frame of the ended session: nothing plain.
+            self.endedSession = nil
+            self.reader.discardAll()
+            return nil
+        }
         return self.watch.drain()
     }
 }
