@@ -39,12 +39,6 @@ enum ResponderPipeline {
         sessions: Bool = true,
         streamLayer: ResponderStreamLayer? = nil
     ) throws -> ServedLink {
-        // One read per readiness event, not NIO's default four: the request parts a read brings
-        // are queued whether or not the handler wants them yet, so four reads could take some
-        // hundreds of KiB of an upload ahead of a handler that reads it slowly, and the host would
-        // see its line stand still for seconds (docs/framing.md §4). Channels that do not take the
-        // option (an embedded one in tests) read as they do.
-        try? channel.syncOptions?.setOption(ChannelOptions.maxMessagesPerRead, value: 1)
         let session = sessions ? try self.addSessionLayer(channel, configuration: configuration) : nil
         // A stream layer's connection (TLS) ends without the line: the next host starts anew.
         if streamLayer != nil { session?.plainStreamsEndAlone = true }
@@ -97,7 +91,7 @@ enum ResponderPipeline {
             stream.eventLoop.makeCompletedFuture {
                 let sync = stream.pipeline.syncOperations
                 try sync.addHandlers(EndStreamCoalescer(), HTTP2FramePayloadToHTTPServerCodec())
-                let handler = ResponderLinkHandler(eventLoop: stream.eventLoop)
+                let handler = ResponderLinkHandler(eventLoop: stream.eventLoop, tunesReads: false)
                 try sync.addHandler(handler)
                 return ResponderLink(channel: stream, handler: handler)
             }
@@ -134,7 +128,7 @@ enum ResponderPipeline {
             withDecoderLimitConfiguration: limits
         )
         try sync.addHandler(HTTP1ServerPartConverter())
-        let handler = ResponderLinkHandler(eventLoop: channel.eventLoop)
+        let handler = ResponderLinkHandler(eventLoop: channel.eventLoop, tunesReads: true)
         try sync.addHandler(handler)
         return ResponderLink(channel: channel, handler: handler)
     }
