@@ -300,7 +300,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
                 self.pendingWrites.removeAll()
                 self.handshakePromise.succeed(SessionInfo(version: version, peerMaxFrameSize: peerMaxFrame))
             case .endOfStream:
-                self.flushHeldAndClose(context: context)
+                self.endOfStream(context: context)
             case .fail(let error):
                 self.fail(error, context: context)
             case .trace(let frame, let sent):
@@ -342,15 +342,21 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         context.close(promise: nil)
     }
 
-    private func flushHeldAndClose(context: ChannelHandlerContext) {
-        self.ended = true
+    /// The device ended the session cleanly (CLOSE 01): what came before it goes up, then an end
+    /// of input (a body delimited by the stream's end is complete), then the session's end as an
+    /// error, which a layer above that renews streams claims (``ByteStreamEndRequest``). The
+    /// channel then stays open and the next request starts a new session in band (docs/framing.md
+    /// §4) instead of reopening the transport: a new child process, a tty or USB interface opened
+    /// again. Without such a layer the channel closes, as at the transport's own end.
+    private func endOfStream(context: ChannelHandlerContext) {
         if self.held.readableBytes > 0 {
             let bytes = self.held
             self.held = ByteBuffer()
             context.fireChannelRead(self.wrapInboundOut(bytes))
             context.fireChannelReadComplete()
         }
-        context.close(promise: nil)
+        context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        self.fail(SessionError(.closedByDevice, "the device ended the session"), context: context)
     }
 
     private func startPinging(context: ChannelHandlerContext) {

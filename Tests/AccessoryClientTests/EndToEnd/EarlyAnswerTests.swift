@@ -90,8 +90,12 @@ struct EarlyAnswerTests {
             var failure: (any Error)?
             do {
                 // One responder serves the line throughout: every next answer came from it, so
-                // the early answer ended a session, never the line.
+                // the early answer ended a session, never the line; and the host started each
+                // next session in band, never reopening the line (before 2026-11-30 it reopened
+                // after the device's CLOSE).
                 try await body(client)
+                #expect(client.link.openCount == 1)
+                #expect(client.link.renewalCount >= 16)
             } catch {
                 failure = error
             }
