@@ -46,17 +46,7 @@ extension SessionIOSuites {
                 return ResponderResponse(status: .ok, body: .bytes(ByteBuffer(string: "\(received)")))
             }
             try await self.withOneSession(served: responder) { client in
-                for attempt in 1...16 {
-                    let upload = AccessoryRequest(
-                        method: .post,
-                        path: "/upload",
-                        body: .bytes(ByteBuffer(repeating: UInt8(attempt), count: size))
-                    )
-                    let (head, body) = try await client.data(upload, maxBodySize: 64)
-                    #expect(head.status == .ok, "attempt \(attempt)")
-                    #expect(String(buffer: body) == "\(size)", "attempt \(attempt)")
-                    try await self.expectPromptAnswer(client, "/next", attempt: attempt)
-                }
+                try await self.uploadsAreCounted(client, path: "/upload", size: size, tries: 16)
             }
         }
 
@@ -141,17 +131,7 @@ extension SessionIOSuites {
             var session = SessionTransport.Configuration()
             session.pingInterval = .milliseconds(500) * stretch
             try await self.withOneSession(served: responder, configuration: session) { client in
-                for attempt in 1...4 {
-                    let upload = AccessoryRequest(
-                        method: .post,
-                        path: "/slow-upload",
-                        body: .bytes(ByteBuffer(repeating: UInt8(attempt), count: size))
-                    )
-                    let (head, body) = try await client.data(upload, maxBodySize: 64)
-                    #expect(head.status == .ok, "attempt \(attempt)")
-                    #expect(String(buffer: body) == "\(size)", "attempt \(attempt)")
-                    try await self.expectPromptAnswer(client, "/next", attempt: attempt)
-                }
+                try await self.uploadsAreCounted(client, path: "/slow-upload", size: size, tries: 4)
             }
         }
 
@@ -181,6 +161,22 @@ extension SessionIOSuites {
             server.cancel()
             close(host)
             if let failure { throw failure }
+        }
+
+        /// `tries` uploads of `size` bytes to `path`, each answered 200 with its byte count, and
+        /// each followed by a prompt answer to `/next`.
+        private func uploadsAreCounted(_ client: AccessoryClient, path: String, size: Int, tries: Int) async throws {
+            for attempt in 1...tries {
+                let upload = AccessoryRequest(
+                    method: .post,
+                    path: path,
+                    body: .bytes(ByteBuffer(repeating: UInt8(truncatingIfNeeded: attempt), count: size))
+                )
+                let (head, body) = try await client.data(upload, maxBodySize: 64)
+                #expect(head.status == .ok, "attempt \(attempt)")
+                #expect(String(buffer: body) == "\(size)", "attempt \(attempt)")
+                try await self.expectPromptAnswer(client, "/next", attempt: attempt)
+            }
         }
 
         /// `GET path` is answered 200 within 1 s.
