@@ -50,6 +50,7 @@ final class FaultPlan: Sendable {
         var generator = SystemRandomNumberGenerator()
         var enabled = true
         var injected: [Fault: Int] = [:]
+        var armed: Fault?
     }
     private let state = TrackedMutex(State())
     /// The chance that a read from the device is damaged.
@@ -64,8 +65,18 @@ final class FaultPlan: Sendable {
 
     var injected: [Fault: Int] { self.state.withLock { $0.injected } }
 
+    /// The next read from the device gets `fault`, whatever the rate.
+    func armOnce(_ fault: Fault) {
+        self.state.withLock { $0.armed = fault }
+    }
+
     func next() -> Fault? {
         self.state.withLock { state in
+            if let armed = state.armed {
+                state.armed = nil
+                state.injected[armed, default: 0] += 1
+                return armed
+            }
             guard state.enabled, Double.random(in: 0..<1, using: &state.generator) < self.rate else { return nil }
             let fault = Fault.allCases.randomElement(using: &state.generator) ?? .flipBit
             state.injected[fault, default: 0] += 1
@@ -150,6 +161,13 @@ final class FaultInjector: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
+/// The HTTP version a test's link speaks.
+enum HTTPVersionChoice: String, CustomStringConvertible, Sendable {
+    case http1 = "1.1"
+    case http2 = "2"
+    var description: String { self.rawValue }
+}
+
 /// The session layer under a line that damages what it carries: every exchange either returns
 /// exactly the right body, or fails with an error (or is retried transparently); none hangs,
 /// none delivers a wrong body as a success, and the link answers again once the damage stops.
@@ -161,13 +179,17 @@ extension SessionIOSuites {
             ProcessInfo.processInfo.environment["ACCESSORY_HTTP_SOAK"].flatMap(Int.init) ?? 1000
         }
 
-        /// Over a socketpair and over a pty (the serial transport, reopened by path).
-        @Test(arguments: LineKind.allCases)
-        func everyFaultEndsInAnErrorOrARetryNeverInAWrongBody(line kind: LineKind) async throws {
+        /// Over a socketpair and over a pty (the serial transport, reopened by path); HTTP/1.1,
+        /// and HTTP/2 on the same sessions (before 2026-11-30 an HTTP/2 link closed the line at
+        /// every damaged frame and opened it again, instead of starting the next session in band).
+        @Test(arguments: LineKind.allCases, [HTTPVersionChoice.http1, .http2])
+        func everyFaultEndsInAnErrorOrARetryNeverInAWrongBody(line kind: LineKind, http: HTTPVersionChoice) async throws
+        {
             let line = try SharedLine(kind)
             let plan = FaultPlan(rate: 0.03)
             var configuration = AccessoryClient.Configuration()
             configuration.link.idleTimeout = .milliseconds(800)
+            if http == .http2 { configuration.link.httpVersion = .http2 }
             let client = AccessoryClient(
                 transport: SessionTransport(wrapping: FaultyTransport(inner: line.transport, plan: plan)),
                 configuration: configuration
@@ -208,25 +230,29 @@ extension SessionIOSuites {
                 let answer = try? await client.get("/status")
                 if answer?.0.status == .ok { recovered += 1 }
             }
+            let (opens, renewals) =
+                client.http2.map { ($0.openCount, $0.renewalCount) } ?? (
+                    client.link.openCount, client.link.renewalCount
+                )
             let injected = plan.injected.sorted { $0.key.rawValue < $1.key.rawValue }.map {
                 "\($0.key.rawValue): \($0.value)"
             }
             let report = """
                 \(Self.exchanges) exchanges in \(elapsed): \(succeeded) right bodies, \(wrong) wrong bodies, \
                 \(hung) over 3 s; errors \(errors.sorted { $0.key < $1.key }); faults injected \(injected); \
-                after the faults stopped \(recovered)/10 answered; the line opened \(client.link.openCount) times, \
-                the session restarted in band \(client.link.renewalCount) times
+                after the faults stopped \(recovered)/10 answered; the line opened \(opens) times, \
+                the session restarted in band \(renewals) times
                 """
-            print("fault soak (\(kind)): \(report)")
+            print("fault soak (\(kind), HTTP/\(http)): \(report)")
             #expect(wrong == 0, "\(report)")
             #expect(hung == 0, "\(report)")
             #expect(recovered == 10, "\(report)")
             // Damage restarts the session in band. The line is reopened when the stream ended
             // (an injected end), or when a restart itself failed (its HELLO or HELLO_ACK damaged
             // until the handshake timed out): most restarts stay in band.
-            let reopenedOtherwise = client.link.openCount - 1 - (plan.injected[.endEarly] ?? 0)
-            #expect(client.link.renewalCount > 0, "\(report)")
-            #expect(reopenedOtherwise < client.link.renewalCount, "\(report)")
+            let reopenedOtherwise = opens - 1 - (plan.injected[.endEarly] ?? 0)
+            #expect(renewals > 0, "\(report)")
+            #expect(reopenedOtherwise < renewals, "\(report)")
             #expect(succeeded + errors.values.reduce(0, +) == Self.exchanges, "\(report)")
             #expect(
                 plan.injected.values.reduce(0, +) > Self.exchanges / 100,

@@ -105,8 +105,3 @@ final class HTTPVersionDetector: ChannelInboundHandler, RemovableChannelHandler 
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 }
-
-/// The HTTP/2 handler has no removal of its own; the session layer renews a stream's handlers
-/// by removing them, and an HTTP/2 connection that a new session ends is over: its streams are
-/// failed as the handler leaves (its `handlerRemoved`).
-extension NIOHTTP2Handler: @retroactive RemovableChannelHandler {}

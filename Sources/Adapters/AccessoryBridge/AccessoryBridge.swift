@@ -161,7 +161,7 @@ public final class AccessoryBridge: Sendable {
             device: self.configuration.device,
             links: self.pool.clients.count,
             linkOpens: self.pool.clients.reduce(0) { $0 + ($1.http2?.openCount ?? $1.link.openCount) },
-            linkRenewals: self.pool.clients.reduce(0) { $0 + $1.link.renewalCount },
+            linkRenewals: self.pool.clients.reduce(0) { $0 + ($1.http2?.renewalCount ?? $1.link.renewalCount) },
             requests: 0,
             active: load.active,
             queued: load.queued,

@@ -18,7 +18,7 @@ import NIOHTTPTypes
 /// `NIOHTTP2Handler` keeps the protocol's rules: stream states, header block and content-length
 /// validation, outbound flow control and MAX_CONCURRENT_STREAMS (it holds frames until they
 /// may go), PING and SETTINGS acknowledgements. Every method runs on the connection's event loop.
-final class HTTP2ClientStreams: ChannelInboundHandler {
+final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
 
@@ -47,6 +47,9 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     /// once, the StreamClosedEvent comes before the error, which then names the cause (a reset
     /// the device sent is ended the same way, with no cause to wait for).
     private var resetsAwaitingCause: [(stream: ClientStream, reason: NIOHTTP2.HTTP2ErrorCode, cause: (any Error)?)] = []
+    /// Ends the connection's byte stream when the connection is done: in band when a session
+    /// layer is below, else by closing the channel. Set by the link's pipeline set-up.
+    var streamEnd: HTTP2StreamEnd?
 
     /// - Parameters:
     ///   - connectionWindow: the connection's receive window, kept topped up to it.
@@ -65,6 +68,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.connectionGone(.closed)
         self.context = nil
+        self.streamEnd = nil
     }
 
     // MARK: Exchanges (on the event loop)
@@ -279,7 +283,17 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     /// A connection that takes no new stream closes when its last stream is over.
     private func closeIfRetired() {
         guard self.refusal != nil, self.streams.isEmpty, let context = self.context else { return }
-        context.close(promise: nil)
+        self.endConnection(context: context)
+    }
+
+    /// Ends the connection: its byte stream is given up in band when it can be (the next request
+    /// starts a new session on the same transport), else the channel closes.
+    private func endConnection(context: ChannelHandlerContext) {
+        if let streamEnd = self.streamEnd {
+            streamEnd.end()
+        } else {
+            context.close(promise: nil)
+        }
     }
 
     /// Writes a WINDOW_UPDATE and flushes it at once, as swift-nio-http2's stream channels do:
@@ -295,8 +309,9 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
 extension HTTP2ClientStreams: NIOHTTP2FrameDelegate {
     /// Sees every frame NIOHTTP2Handler writes. A link never sends GOAWAY itself: one written is
     /// the handler's answer to a connection error, after which the connection takes no stream.
-    /// It closes (on the next tick, outside the handler's write), its streams failing with the
-    /// error, and the next request opens another connection.
+    /// It ends (on the next tick, outside the handler's write), its streams failing with the
+    /// error, and the next request opens another connection (on a new session in band, when a
+    /// session layer is below).
     func wroteFrame(_ frame: HTTP2Frame) {
         if case .rstStream = frame.payload {
             // Not the exchange's own reset (``reset(_:)`` forgets the stream first): the
@@ -312,7 +327,8 @@ extension HTTP2ClientStreams: NIOHTTP2FrameDelegate {
         self.goAwaySent = true
         if self.refusal == nil { self.refusal = "the connection failed" }
         context.eventLoop.assumeIsolated().execute {
-            self.context?.close(promise: nil)
+            guard let context = self.context else { return }
+            self.endConnection(context: context)
         }
     }
 }

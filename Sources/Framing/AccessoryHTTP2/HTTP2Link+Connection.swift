@@ -107,7 +107,7 @@ extension HTTP2Link {
         }
         let next: Next = try self.connection.withLock { state in
             switch state {
-            case .open(let connection) where connection.channel.isActive:
+            case .open(let connection) where connection.channel.isActive && !connection.isParked:
                 // The common case, without a task: one per exchange cost a hop to the global
                 // executor and back.
                 return .ready(connection)
@@ -119,9 +119,11 @@ extension HTTP2Link {
                 // The open is a task of its own: a caller whose deadline passes (or who is
                 // cancelled) stops waiting for it, and it goes on for the next request, which
                 // finds the connection it made.
+                var previous: Connection?
+                if case .open(let connection) = state { previous = connection }
                 let task = Task {
                     do {
-                        let connection = try await self.open()
+                        let connection = try await self.open(after: previous)
                         let kept = self.connection.withLock { state in
                             guard case .opening = state else { return false }
                             state = .open(connection)
@@ -155,14 +157,92 @@ extension HTTP2Link {
         }
     }
 
+    /// The link is done with `connection`. One that gave its stream up in band stays, for the
+    /// next request to start a new session on; any other is closed (with `close`) and dropped.
     func forget(_ connection: Connection, close: Bool = true) {
+        let parked = connection.isParked && connection.channel.isActive
         self.connection.withLock { state in
-            if case .open(let current) = state, current.channel === connection.channel { state = .idle }
+            if !parked, case .open(let current) = state, current.channel === connection.channel { state = .idle }
         }
-        if close { connection.channel.close(promise: nil) }
+        if close && !parked { connection.channel.close(promise: nil) }
+    }
+
+    /// A new connection after `previous`: on a new session on its transport when it gave its
+    /// stream up in band and the transport is still open, else on the transport opened anew.
+    private func open(after previous: Connection?) async throws -> Connection {
+        guard let previous else { return try await self.open() }
+        if previous.isParked, previous.channel.isActive, previous.stream.renewal != nil {
+            if let renewed = try await self.renew(previous) { return renewed }
+        } else {
+            previous.channel.close(promise: nil)
+        }
+        return try await self.open()
+    }
+
+    /// Starts a new session on `parked`'s transport and a connection on it. Returns `nil` if the
+    /// transport closed meanwhile (it is then opened again); throws if the device did not take
+    /// the new session within the open timeout (the channel is closed, and the next request
+    /// opens the transport again).
+    private func renew(_ parked: Connection) async throws -> Connection? {
+        let configuration = self.configuration
+        let build = self.connectionBuilder()
+        do {
+            let (streams, parking) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
+                try await parked.stream.renew(building: build)
+            }
+            self.renewals.withLock { $0 += 1 }
+            configuration.tracer?.emit(
+                .note("started a new session on \(self.transport) (in band, not reopened; HTTP/2)")
+            )
+            return Connection(stream: parked.stream, streams: streams, parking: parking)
+        } catch {
+            let wasOpen = parked.channel.isActive
+            parked.channel.close(promise: nil)
+            guard wasOpen else { return nil }
+            switch error {
+            case let error as HTTPLinkError where error.code == .exchangeTimeout:
+                throw HTTPLinkError(
+                    .openTimeout,
+                    "restarting the session on \(self.transport) took longer than \(configuration.openTimeout)"
+                )
+            case let error as HTTPLinkError: throw error
+            case let error as TransportError where error.code == .openTimedOut:
+                throw HTTPLinkError(.openTimeout, error.message, underlying: error)
+            default:
+                throw HTTPLinkError(
+                    .transportFailed,
+                    "could not restart the session on \(self.transport): \(error)",
+                    underlying: error
+                )
+            }
+        }
     }
 
     func open() async throws -> Connection {
+        let configuration = self.configuration
+        do {
+            let build = self.connectionBuilder()
+            let (stream, built) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
+                try await self.transport.open(on: self.eventLoop, building: build)
+            }
+            self.opens.withLock { $0 += 1 }
+            configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
+            return Connection(stream: stream, streams: built.0, parking: built.1)
+        } catch let error as HTTPLinkError where error.code == .exchangeTimeout {
+            throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
+        } catch let error as HTTPLinkError {
+            throw error
+        } catch let error as TransportError where error.code == .openTimedOut {
+            throw HTTPLinkError(.openTimeout, error.message, underlying: error)
+        } catch {
+            throw HTTPLinkError(.transportFailed, "could not open \(self.transport): \(error)", underlying: error)
+        }
+    }
+
+    /// Builds a connection's handlers on a byte stream (opened, or renewed in band): the
+    /// stream's end (``HTTP2StreamEnd``) at the bottom, the frame trace for `-v`, NIOHTTP2Handler
+    /// and the streams.
+    private func connectionBuilder() -> @Sendable (any Channel) -> EventLoopFuture<(Streams, HTTP2StreamParking)> {
         let configuration = self.configuration
         var settings = HTTP2Windows.configuration()
         settings.connection.initialSettings += [
@@ -175,65 +255,52 @@ extension HTTP2Link {
         ]
         let pipelineSettings = settings
         let firstStreamID = self.firstStreamID
-        do {
-            let (stream, streams) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
-                try await self.transport.open(
-                    on: self.eventLoop,
-                    building: { channel in
-                        channel.eventLoop.makeCompletedFuture {
-                            let pipeline = channel.pipeline.syncOperations
-                            if let tracer = configuration.tracer {
-                                try pipeline.addHandler(HTTP2FrameTraceHandler(tracer: tracer, client: true))
-                            }
-                            guard configuration.decompressResponses else {
-                                let streams = HTTP2ClientStreams(
-                                    connectionWindow: HTTP2Windows.connection,
-                                    streamWindow: HTTP2Windows.stream,
-                                    firstStreamID: firstStreamID
-                                )
-                                try pipeline.addHandlers(
-                                    NIOHTTP2Handler(
-                                        mode: .client,
-                                        frameDelegate: streams,
-                                        connectionConfiguration: pipelineSettings.connection,
-                                        streamConfiguration: pipelineSettings.stream
-                                    ),
-                                    streams
-                                )
-                                return Streams.frames(NIOLoopBound(streams, eventLoop: channel.eventLoop))
-                            }
-                            let resetCauses = StreamResetCauses()
-                            let multiplexer = try pipeline.configureAsyncHTTP2Pipeline(
-                                mode: .client,
-                                streamDelegate: nil,
-                                frameDelegate: resetCauses,
-                                configuration: pipelineSettings
-                            ) { stream in
-                                // The device may not push (SETTINGS_ENABLE_PUSH 0); a stream it
-                                // starts anyway is closed.
-                                stream.close(promise: nil)
-                                return stream.eventLoop.makeSucceededVoidFuture()
-                            }
-                            try pipeline.addHandler(resetCauses)
-                            return Streams.channels(
-                                multiplexer,
-                                NIOLoopBound(resetCauses, eventLoop: channel.eventLoop)
-                            )
-                        }
-                    }
+        return { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let pipeline = channel.pipeline.syncOperations
+                let end = HTTP2StreamEnd()
+                try pipeline.addHandler(end)
+                if let tracer = configuration.tracer {
+                    let trace = HTTP2FrameTraceHandler(tracer: tracer, client: true)
+                    try pipeline.addHandler(trace)
+                    end.handlersAbove.append(trace)
+                }
+                guard configuration.decompressResponses else {
+                    let streams = HTTP2ClientStreams(
+                        connectionWindow: HTTP2Windows.connection,
+                        streamWindow: HTTP2Windows.stream,
+                        firstStreamID: firstStreamID
+                    )
+                    let http2 = NIOHTTP2Handler(
+                        mode: .client,
+                        frameDelegate: streams,
+                        connectionConfiguration: pipelineSettings.connection,
+                        streamConfiguration: pipelineSettings.stream
+                    )
+                    try pipeline.addHandlers(http2, streams)
+                    end.handlersAbove += [http2, streams]
+                    streams.streamEnd = end
+                    return (Streams.frames(NIOLoopBound(streams, eventLoop: channel.eventLoop)), end.parking)
+                }
+                let resetCauses = StreamResetCauses()
+                let multiplexer = try pipeline.configureAsyncHTTP2Pipeline(
+                    mode: .client,
+                    streamDelegate: nil,
+                    frameDelegate: resetCauses,
+                    configuration: pipelineSettings
+                ) { stream in
+                    // The device may not push (SETTINGS_ENABLE_PUSH 0); a stream it starts
+                    // anyway is closed.
+                    stream.close(promise: nil)
+                    return stream.eventLoop.makeSucceededVoidFuture()
+                }
+                try pipeline.addHandler(resetCauses)
+                end.handlersAbove += [try pipeline.handler(type: NIOHTTP2Handler.self), resetCauses]
+                return (
+                    Streams.channels(multiplexer, NIOLoopBound(resetCauses, eventLoop: channel.eventLoop)),
+                    end.parking
                 )
             }
-            self.opens.withLock { $0 += 1 }
-            configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
-            return Connection(stream: stream, streams: streams)
-        } catch let error as HTTPLinkError where error.code == .exchangeTimeout {
-            throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
-        } catch let error as HTTPLinkError {
-            throw error
-        } catch let error as TransportError where error.code == .openTimedOut {
-            throw HTTPLinkError(.openTimeout, error.message, underlying: error)
-        } catch {
-            throw HTTPLinkError(.transportFailed, "could not open \(self.transport): \(error)", underlying: error)
         }
     }
 }

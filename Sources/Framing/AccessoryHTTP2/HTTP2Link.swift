@@ -30,6 +30,7 @@ public final class HTTP2Link: Sendable {
 
     let connection = TrackedMutex<ConnectionState>(.idle)
     let opens = TrackedMutex(0)
+    let renewals = TrackedMutex(0)
 
     enum ConnectionState {
         case idle
@@ -42,6 +43,10 @@ public final class HTTP2Link: Sendable {
         let stream: OpenedByteStream
         var channel: any Channel { self.stream.channel }
         let streams: Streams
+        /// Set when the connection gave its stream up in band (``HTTP2StreamEnd``): its channel
+        /// stays open for the next connection, on a new session.
+        let parking: HTTP2StreamParking
+        var isParked: Bool { self.parking.isParked }
     }
 
     /// How a connection's streams are kept: as frames (``HTTP2ClientStreams``), or as stream
@@ -87,8 +92,12 @@ public final class HTTP2Link: Sendable {
     /// The ID of each connection's first stream.
     let firstStreamID: Int32
 
-    /// How many times the connection was opened.
+    /// How many times the transport was opened for a connection.
     public var openCount: Int { self.opens.withLock { $0 } }
+    /// How many connections started on a new session in band, on a transport that stayed open
+    /// (the session layer's restart after a damaged frame, a dead peer, the device's CLOSE or a
+    /// GOAWAY; docs/framing.md §8), instead of opening it again.
+    public var renewalCount: Int { self.renewals.withLock { $0 } }
 
     /// Closes the connection; requests after this fail with `.shutDown`.
     public func shutdown() async {
@@ -185,6 +194,10 @@ public final class HTTP2Link: Sendable {
         // not processed) is sent again on a new connection, when its body can be sent again.
         let replayable: Bool
         if case .stream = body.storage { replayable = false } else { replayable = true }
+        // A stream whose session ended before its response head (a damaged frame, a dead peer,
+        // the device's CLOSE) is sent once more on the next session when that cannot do anything
+        // twice, as on an HTTP/1.1 link (docs/protocol.md).
+        var mayResend = ResendPolicy.mayResend(request, body)
         for attempt in 0... {
             let stream = try await self.openStream(
                 isHeadRequest: request.method == .head,
@@ -211,6 +224,10 @@ public final class HTTP2Link: Sendable {
                 } catch let refused as HTTP2StreamsRefused where replayable && attempt < 2 {
                     tracer?.emit(.note("\(refused); sending the request again on a new connection"))
                     continue
+                } catch let ended as any StreamEndingError where mayResend {
+                    mayResend = false
+                    tracer?.emit(.note("\(ended.message); sending the request again on the next session"))
+                    continue
                 }
                 tracer?.emit(.responseHead(Self.render(responseHead)))
                 let response = HTTPLinkResponse(
@@ -225,6 +242,12 @@ public final class HTTP2Link: Sendable {
             } catch  where expiry?.hasPassed == true && (error is ChannelError || error is any NIOHTTP2Error) {
                 // A request write failed because the stream was reset at the deadline.
                 throw Self.deadlineError
+            } catch let error as any StreamEndingError {
+                throw HTTPLinkError(
+                    .linkClosed,
+                    "the HTTP/2 connection's stream ended: \(error.message)",
+                    underlying: error
+                )
             } catch let error as HTTP2StreamsRefused {
                 throw HTTPLinkError(.linkClosed, "\(error); the request was not processed", underlying: error)
             } catch let error as NIOHTTP2Errors.StreamClosed {

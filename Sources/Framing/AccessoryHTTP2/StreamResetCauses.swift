@@ -13,7 +13,7 @@ import NIOHTTP2
 /// then the error comes; or it waits in the handler's buffer until the read's end, after the
 /// error), and keeps the pair two event-loop ticks: the stream channel asks one tick after its
 /// reset (``take(for:)``). Every method runs on the connection's event loop.
-final class StreamResetCauses: ChannelInboundHandler, NIOHTTP2FrameDelegate {
+final class StreamResetCauses: ChannelInboundHandler, RemovableChannelHandler, NIOHTTP2FrameDelegate {
     typealias InboundIn = HTTP2Frame
 
     private var context: ChannelHandlerContext?
