@@ -44,7 +44,8 @@ struct LinkSession: Sendable {
 
     private func serve() async {
         let link = LinkInbound(link: self.channel, maxBodySize: self.configuration.maxRequestBodySize)
-        let emitter = ResponseEmitter(link: self.channel, serverName: self.configuration.serverName)
+        var emitter = ResponseEmitter(link: self.channel, serverName: self.configuration.serverName)
+        emitter.http2 = self.http2
         await self.serveRequests(link: link, emitter: emitter)
         await self.channel.close()
     }
@@ -128,6 +129,16 @@ struct LinkSession: Sendable {
         var outcome = await emitter.emit(response, requestMethod: head.method, keepAlive: keepAlive)
         if case .failedBeforeHead = outcome {
             outcome = await emitter.emit(Self.internalServerError, requestMethod: head.method, keepAlive: keepAlive)
+        }
+        if self.http2 {
+            // An HTTP/2 stream carries one exchange: nothing to keep in step by draining. A body
+            // the handler left unread is refused with RST_STREAM NO_ERROR after the complete
+            // answer (RFC 9113 §8.1), so that the host stops sending at once and keeps the answer.
+            guard case .completed = outcome else { return false }
+            if case .unread = link.endExchange(generation: generation) {
+                await self.channel.resetAfterCompleteAnswer()
+            }
+            return false
         }
         guard case .completed = outcome, keepAlive else { return false }
 

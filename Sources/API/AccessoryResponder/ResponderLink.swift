@@ -1,6 +1,8 @@
+import AccessoryHTTP2
 import AccessorySession
 import HTTPTypes
 import NIOCore
+import NIOHTTP2
 import NIOHTTPTypes
 
 /// The responder's side of one link, as the link's task sees it: the next request part, and
@@ -76,6 +78,14 @@ struct ResponderLink: Sendable {
         try await self.write(contentsOf: CollectionOfOne(part))
     }
 
+    /// On an HTTP/2 stream whose answer went out whole: RST_STREAM NO_ERROR, the host's cue to
+    /// stop sending the request body without an error (RFC 9113 §8.1; see
+    /// ``ResponderLinkHandler/resetAfterCompleteAnswer()``).
+    func resetAfterCompleteAnswer() async {
+        let handler = self.handler
+        try? await self.eventLoop.flatSubmit { handler.value.resetAfterCompleteAnswer() }.get()
+    }
+
     /// Closes the link and waits until it is closed.
     func close() async {
         try? await self.channel.close()
@@ -131,12 +141,17 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
     /// The session layer ended the stream this handler serves.
     private var streamEnded = false
 
-    /// - Parameter tunesReads: set NIO's reads per readiness event on the channel (see
-    ///   ``askForMore(context:)``): for a link on a socket or pipe channel of its own, not for
-    ///   an HTTP/2 stream.
-    init(eventLoop: any EventLoop, tunesReads: Bool) {
+    /// On an HTTP/2 stream: the answer's last write, once written (``resetAfterCompleteAnswer()``).
+    private var answerWritten: EventLoopFuture<Void>?
+    private let http2Stream: Bool
+
+    /// - Parameter http2Stream: the handler serves an HTTP/2 stream channel. Otherwise it serves
+    ///   a link on a socket or pipe channel of its own, and sets NIO's reads per readiness event
+    ///   on it (see ``askForMore(context:)``; NIO traps on that option on a stream channel).
+    init(eventLoop: any EventLoop, http2Stream: Bool) {
         self.eventLoop = eventLoop
-        self.readsPerEvent = tunesReads ? Self.readsPerEventKeepingUp : nil
+        self.http2Stream = http2Stream
+        self.readsPerEvent = http2Stream ? nil : Self.readsPerEventKeepingUp
     }
 
     // MARK: Channel events
@@ -278,10 +293,37 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
             throw ResponderError(.connectionClosed, "the link closed before the response could be sent")
         }
         for part in parts {
-            context.write(self.wrapOutboundOut(part), promise: nil)
+            guard self.http2Stream, case .end = part else {
+                context.write(self.wrapOutboundOut(part), promise: nil)
+                continue
+            }
+            let written = context.eventLoop.makePromise(of: Void.self)
+            self.answerWritten = written.futureResult
+            context.write(self.wrapOutboundOut(part), promise: written)
         }
         context.flush()
         return context.channel.isWritable
+    }
+
+    /// RST_STREAM NO_ERROR on this HTTP/2 stream once its answer went out whole: the host's cue
+    /// to stop sending the request body without an error (RFC 9113 §8.1). Written below the
+    /// HTTP-types codec, where the stream channel takes frame payloads, and only after the
+    /// answer's last frame was written: NIOHTTP2Handler drops a stream's frames still waiting
+    /// in its buffer when the stream is reset, and the host would get a cut-off answer.
+    func resetAfterCompleteAnswer() -> EventLoopFuture<Void> {
+        let eventLoop = self.eventLoop
+        guard let answerWritten = self.answerWritten, let context = self.context else {
+            return eventLoop.makeSucceededVoidFuture()
+        }
+        let pipeline = context.pipeline
+        return answerWritten.flatMap {
+            guard let below = try? pipeline.syncOperations.context(handlerType: EndStreamCoalescer.self) else {
+                return eventLoop.makeSucceededVoidFuture()
+            }
+            let written = eventLoop.makePromise(of: Void.self)
+            below.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: written)
+            return written.futureResult
+        }
     }
 
     func waitForWritability(_ waiter: Waiter<Void>) {

@@ -91,7 +91,7 @@ enum ResponderPipeline {
             stream.eventLoop.makeCompletedFuture {
                 let sync = stream.pipeline.syncOperations
                 try sync.addHandlers(EndStreamCoalescer(), HTTP2FramePayloadToHTTPServerCodec())
-                let handler = ResponderLinkHandler(eventLoop: stream.eventLoop, tunesReads: false)
+                let handler = ResponderLinkHandler(eventLoop: stream.eventLoop, http2Stream: true)
                 try sync.addHandler(handler)
                 return ResponderLink(channel: stream, handler: handler)
             }
@@ -128,7 +128,7 @@ enum ResponderPipeline {
             withDecoderLimitConfiguration: limits
         )
         try sync.addHandler(HTTP1ServerPartConverter())
-        let handler = ResponderLinkHandler(eventLoop: channel.eventLoop, tunesReads: true)
+        let handler = ResponderLinkHandler(eventLoop: channel.eventLoop, http2Stream: false)
         try sync.addHandler(handler)
         return ResponderLink(channel: channel, handler: handler)
     }

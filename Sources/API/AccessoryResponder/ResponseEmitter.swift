@@ -17,13 +17,25 @@ struct ResponseEmitter: Sendable {
 
     let link: ResponderLink
     let serverName: String?
+    /// The link is an HTTP/2 stream: no connection-specific field may go out (RFC 9113 §8.2.2;
+    /// NIOHTTP2Handler resets a stream whose head carries one).
+    var http2 = false
+
+    /// The fields HTTP/2 forbids in a message (RFC 9113 §8.2.2).
+    static let connectionSpecificFields: [HTTPField.Name] =
+        [.connection, .transferEncoding, .upgrade]
+        + ["Keep-Alive", "Proxy-Connection"].compactMap { HTTPField.Name($0) }
 
     func emit(_ response: ResponderResponse, requestMethod: HTTPRequest.Method, keepAlive: Bool) async -> Outcome {
         var head = response.head
         if let serverName = self.serverName, head.headerFields[.server] == nil {
             head.headerFields[.server] = serverName
         }
-        if !keepAlive {
+        if self.http2 {
+            // A handler's own `Connection: close` (or `Keep-Alive`) would get the stream reset
+            // instead of answered; the stream's end is the end of this exchange anyway.
+            for name in Self.connectionSpecificFields { head.headerFields[name] = nil }
+        } else if !keepAlive {
             head.headerFields[.connection] = "close"
         }
         let code = head.status.code

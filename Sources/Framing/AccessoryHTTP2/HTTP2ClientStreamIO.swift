@@ -10,6 +10,8 @@ protocol HTTP2ClientStreamIO: Sendable {
     var eventLoop: any EventLoop { get }
     /// The stream's response side, reached on ``eventLoop`` only.
     var batches: NIOLoopBound<ResponseBatches> { get }
+    /// Whether the whole response arrived (``ResponseBatches/arrival``), from any thread.
+    var arrival: ResponseArrival { get }
     /// Writes `parts` and flushes them, without waiting.
     func send(_ parts: [HTTPRequestPart])
     /// Writes one part and waits until the stream took it, at most the link's idle bound (see
@@ -39,6 +41,7 @@ extension HTTP2ClientStreamIO {
 struct FrameStreamIO: HTTP2ClientStreamIO {
     let eventLoop: any EventLoop
     let batches: NIOLoopBound<ResponseBatches>
+    let arrival: ResponseArrival
     private let stream: NIOLoopBound<ClientStream>
     private let streams: NIOLoopBound<HTTP2ClientStreams>
 
@@ -55,6 +58,7 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
         let io = FrameStreamIO(
             eventLoop: eventLoop,
             batches: NIOLoopBound(stream.batches, eventLoop: eventLoop),
+            arrival: stream.batches.arrival,
             stream: NIOLoopBound(stream, eventLoop: eventLoop),
             streams: streams
         )
@@ -151,6 +155,7 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
 struct StreamChannelIO: HTTP2ClientStreamIO {
     let channel: any Channel
     let batches: NIOLoopBound<ResponseBatches>
+    let arrival: ResponseArrival
     var eventLoop: any EventLoop { self.channel.eventLoop }
 
     /// A large body goes in slices, as on a frame-level stream (``FrameStreamIO``), each of which,

@@ -94,7 +94,11 @@ extension HTTP2Link {
                     HTTP1ToHTTPClientCodec(),
                     handler
                 )
-                let io = StreamChannelIO(channel: stream, batches: NIOLoopBound(batches, eventLoop: stream.eventLoop))
+                let io = StreamChannelIO(
+                    channel: stream,
+                    batches: NIOLoopBound(batches, eventLoop: stream.eventLoop),
+                    arrival: batches.arrival
+                )
                 return HTTP2StreamExchange(stream: io, tracer: configuration.tracer)
             }
         }

@@ -2,6 +2,7 @@ import AccessoryHTTP1
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// One exchange's side of a client stream, from whatever executor the exchange runs on: it
 /// writes the request on the stream and reads the response in the batches the stream's
@@ -16,6 +17,8 @@ final class HTTP2StreamExchange: @unchecked Sendable {
     private var index = 0
     private var ending: ResponseBatches.Ending?
     private var responseEnded = false
+    /// The device answered and stopped taking the request body (``sendWaiting(_:)``).
+    private let bodyAbandoned = Atomic<Bool>(false)
     /// Where the response's trailer fields are recorded, before the body's end is reported.
     let trailers = TrailerFields()
     /// Reports trailer fields for `-v`.
@@ -33,9 +36,19 @@ final class HTTP2StreamExchange: @unchecked Sendable {
     }
 
     /// Writes one part and waits until the stream took it (flow control holds a streamed upload
-    /// back here).
+    /// back here). Once the whole response has arrived, a write the stream refuses (the device
+    /// reset it after answering, RFC 9113 §8.1) ends the request body quietly: this and every
+    /// later part are dropped, and the exchange reads the answer.
     func sendWaiting(_ part: HTTPRequestPart) async throws {
-        try await self.stream.sendWaiting(part)
+        if self.bodyAbandoned.load(ordering: .relaxed) { return }
+        do {
+            try await self.stream.sendWaiting(part)
+        } catch  where self.stream.arrival.isWhole && !(error is CancellationError) {
+            self.bodyAbandoned.store(true, ordering: .relaxed)
+            self.tracer?.emit(
+                .note("the device answered before the request body's end and took no more of it; the rest is not sent")
+            )
+        }
     }
 
     /// Closes the stream when the exchange is over; one that has not ended both ways is reset.

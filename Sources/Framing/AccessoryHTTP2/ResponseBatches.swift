@@ -40,6 +40,8 @@ final class ResponseBatches {
     }
 
     weak var owner: (any Owner)?
+    /// Whether the whole response arrived, for the exchange's request writes on any thread.
+    let arrival = ResponseArrival()
     private let eventLoop: any EventLoop
     private let idleTimeout: Duration
     private var idleTimer: Scheduled<Void>?
@@ -85,6 +87,7 @@ final class ResponseBatches {
             self.heldBytes += bytes.readableBytes
         case .end:
             self.responseEnded = true
+            self.arrival.recordWhole()
         case .head:
             break
         }
@@ -243,4 +246,17 @@ final class DeadlineExpiry: Sendable {
 /// Two reads of one stream at once: the exchange reads its response one call at a time.
 struct HTTP2StreamMisuse: Error, CustomStringConvertible {
     var description: String { "a second read of an HTTP/2 response stream began while one waited" }
+}
+
+/// Whether a stream's whole response arrived, readable from any thread. A request write that
+/// fails after it is the device having answered before the request's end and stopped taking the
+/// rest (RFC 9113 §8.1: its RST_STREAM after a complete response; NO_ERROR asks for exactly
+/// that): the request body ends quietly there and the exchange gets the answer. Recorded on the
+/// event loop as the end arrives, before the device's reset can fail a write.
+final class ResponseArrival: Sendable {
+    private let whole = Atomic<Bool>(false)
+
+    func recordWhole() { self.whole.store(true, ordering: .releasing) }
+
+    var isWhole: Bool { self.whole.load(ordering: .acquiring) }
 }

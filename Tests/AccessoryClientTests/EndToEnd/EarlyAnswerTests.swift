@@ -37,6 +37,9 @@ struct EarlyAnswerTests {
         /// a session, not the line, and drops the rest of the host's frames of that session
         /// (before 2026-11-30 it read them as a plain request and closed the line).
         case session
+        /// HTTP/2 on socketpairs: the answer ends the stream while its request body still goes
+        /// out (RFC 9113 §8.1).
+        case http2
         var description: String { self.rawValue }
     }
 
@@ -73,8 +76,8 @@ struct EarlyAnswerTests {
 
     private func withClient(_ carrier: Carrier, _ body: (AccessoryClient) async throws -> Void) async throws {
         switch carrier {
-        case .socketpairs:
-            let client = makeEmulatorClient()
+        case .socketpairs, .http2:
+            let client = makeEmulatorClient { if carrier == .http2 { $0.link.httpVersion = .http2 } }
             do {
                 try await body(client)
             } catch {
