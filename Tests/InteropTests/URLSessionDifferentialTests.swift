@@ -162,6 +162,16 @@ struct URLSessionDifferentialTests {
             )
             defer { Task { await AccessoryRouteTable.shared.remove(name) } }
 
+            // One call through each stack first, not compared: the first case would otherwise
+            // also time each stack's one-time start (FoundationNetworking's, and the accessory
+            // side's event loop and route table), which took 0.7 s against 53 ms once while other
+            // suites of this target loaded the machine.
+            let warmUp = Case(name: "warm-up", path: "/small.txt")
+            _ = await Self.run(warmUp, base: "http://127.0.0.1:\(port)") { URLSession(configuration: $0) }
+            _ = await Self.run(warmUp, base: "accessory://\(name)") { configuration in
+                configuration.registerAccessoryProtocol()
+                return URLSession(configuration: configuration)
+            }
             var differences: [String] = []
             var report: [String] = []
             var nextTimes: [Double] = []
