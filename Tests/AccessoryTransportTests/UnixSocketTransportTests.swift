@@ -34,6 +34,48 @@ import Testing
         try await stream.channel.close()
     }
 
+    /// The stream knows its kernel send queue (the session opener's way of telling a device that
+    /// reads slowly from a dead one): what the server has not read yet, 0 once it read it all.
+    /// Before 2026-11-30 NIO connected the socket and `unix:` had no send queue.
+    @Test func reportsWhatTheServerHasNotRead() async throws {
+        let path = temporaryPath(".sock")
+        let listener = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        try #require(listener >= 0)
+        defer {
+            close(listener)
+            unlink(path)
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+            for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        try #require(bound == 0 && listen(listener, 4) == 0)
+
+        let stream = try await UnixSocketTransport(path: path).open(
+            on: testEventLoop,
+            configure: ReceivedBytes().configure
+        )
+        let server = accept(listener, nil, nil)
+        try #require(server >= 0)
+        defer { close(server) }
+        let queue = try #require(stream.sendQueue)
+        let channel = stream.channel
+        try await channel.writeAndFlush(ByteBuffer(repeating: 7, count: 3000))
+        let waiting = try await channel.eventLoop.submit { queue.unsentBytes() }.get()
+        #expect((waiting ?? 0) >= 3000)
+        var sink = [UInt8](repeating: 0, count: 4096)
+        #expect(sink.withUnsafeMutableBytes { read(server, $0.baseAddress, $0.count) } == 3000)
+        let left = try await channel.eventLoop.submit { queue.unsentBytes() }.get()
+        #expect(left == 0)
+        try await channel.close()
+    }
+
     @Test func missingPath() async {
         let path = temporaryPath(".sock")
         let error = await transportError {
