@@ -39,23 +39,12 @@ import Testing
     /// Before 2026-11-30 NIO connected the socket and `unix:` had no send queue.
     @Test func reportsWhatTheServerHasNotRead() async throws {
         let path = temporaryPath(".sock")
-        let listener = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
-        try #require(listener >= 0)
+        let listener = try Self.boundSocket(at: path)
         defer {
             close(listener)
             unlink(path)
         }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
-            for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        try #require(bound == 0 && listen(listener, 4) == 0)
+        try #require(listen(listener, 4) == 0)
 
         let stream = try await UnixSocketTransport(path: path).open(
             on: testEventLoop,
@@ -88,12 +77,23 @@ import Testing
     @Test func socketWithoutListenerIsRefused() async throws {
         // A socket file left behind by a server that exited: bound, never listening.
         let path = temporaryPath(".sock")
-        let fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
+        let fd = try Self.boundSocket(at: path)
         defer {
             close(fd)
             unlink(path)
         }
+
+        let error = await transportError {
+            _ = try await UnixSocketTransport(path: path).open(on: testEventLoop, configure: ReceivedBytes().configure)
+        }
+        #expect(error?.code == .openFailed)
+        #expect(error?.message.contains("connection refused") == true)
+    }
+
+    /// A unix stream socket bound at `path`, not listening yet.
+    static func boundSocket(at path: String) throws -> CInt {
+        let fd = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        try #require(fd >= 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { bytes in
@@ -104,13 +104,11 @@ import Testing
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        try #require(bound == 0)
-
-        let error = await transportError {
-            _ = try await UnixSocketTransport(path: path).open(on: testEventLoop, configure: ReceivedBytes().configure)
+        guard bound == 0 else {
+            close(fd)
+            throw TransportError(.openFailed, "could not bind \(path) for the test")
         }
-        #expect(error?.code == .openFailed)
-        #expect(error?.message.contains("connection refused") == true)
+        return fd
     }
 
     @Test func regularFileIsTheWrongKind() async throws {
