@@ -1,5 +1,6 @@
 import AccessoryClient
 import AccessoryEmulator
+import AccessoryHTTP1
 import AccessorySession
 import AccessoryTestSupport
 import AccessoryTransport
@@ -190,10 +191,34 @@ extension SessionIOSuites {
             var configuration = AccessoryClient.Configuration()
             configuration.link.idleTimeout = .milliseconds(800)
             if http == .http2 { configuration.link.httpVersion = .http2 }
+            // The last 300 lines of the link's and the session's trace, printed if the link
+            // wedges (8 timeouts in a row: a connection the device no longer answers while its
+            // session lives on), so that a CI log says where, without waiting out the soak.
+            let ring = TrackedMutex<[String]>([])
+            let keep: @Sendable (String) -> Void = { line in
+                ring.withLock { lines in
+                    lines.append(line)
+                    if lines.count > 300 { lines.removeFirst(lines.count - 300) }
+                }
+            }
+            configuration.link.tracer = LinkTracer { event in
+                switch event {
+                case .note(let text): keep("* \(text)")
+                case .requestHead(let text): keep("> \(text.prefix(60))")
+                case .responseHead(let text): keep("< \(text.prefix(60))")
+                default: break
+                }
+            }
+            var sessionConfiguration = SessionTransport.Configuration()
+            sessionConfiguration.tracer = { keep("S \($0)") }
             let client = AccessoryClient(
-                transport: SessionTransport(wrapping: FaultyTransport(inner: line.transport, plan: plan)),
+                transport: SessionTransport(
+                    wrapping: FaultyTransport(inner: line.transport, plan: plan),
+                    configuration: sessionConfiguration
+                ),
                 configuration: configuration
             )
+            var consecutive = 0
             var succeeded = 0
             var wrong = 0
             var hung = 0
@@ -213,6 +238,7 @@ extension SessionIOSuites {
                 switch result {
                 case .success(let (head, body)):
                     let expected = EmulatedAccessory.patternBytes(offset: 0, count: size)
+                    consecutive = 0
                     if head.status == .ok && Array(body.readableBytesView) == expected {
                         succeeded += 1
                     } else {
@@ -220,6 +246,14 @@ extension SessionIOSuites {
                     }
                 case .failure(let error):
                     errors[error.code.rawValue, default: 0] += 1
+                    if error.code.rawValue == "timed-out" { consecutive += 1 } else { consecutive = 0 }
+                    if consecutive == 8 {
+                        print("fault soak (\(kind), HTTP/\(http)) wedged at exchange \(index): \(error.message)")
+                        for line in ring.withLock({ $0 }) { print("  trace: \(line)") }
+                        Issue.record("the link wedged at exchange \(index): 8 timeouts in a row (trace printed above)")
+                        await client.shutdown()
+                        return
+                    }
                 }
                 if ContinuousClock.now - begin > TimeBounds.scaled(.seconds(3)) { hung += 1 }
             }

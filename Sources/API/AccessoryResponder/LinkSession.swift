@@ -136,7 +136,7 @@ struct LinkSession: Sendable {
             // answer (RFC 9113 §8.1), so that the host stops sending at once and keeps the answer.
             guard case .completed = outcome else { return false }
             if case .unread = link.endExchange(generation: generation) {
-                await self.channel.resetAfterCompleteAnswer()
+                self.channel.resetAfterCompleteAnswer()
             }
             return false
         }

@@ -81,9 +81,13 @@ struct ResponderLink: Sendable {
     /// On an HTTP/2 stream whose answer went out whole: RST_STREAM NO_ERROR, the host's cue to
     /// stop sending the request body without an error (RFC 9113 §8.1; see
     /// ``ResponderLinkHandler/resetAfterCompleteAnswer()``).
-    func resetAfterCompleteAnswer() async {
+    func resetAfterCompleteAnswer() {
         let handler = self.handler
-        try? await self.eventLoop.flatSubmit { handler.value.resetAfterCompleteAnswer() }.get()
+        if self.eventLoop.inEventLoop {
+            handler.value.resetAfterCompleteAnswer()
+        } else {
+            self.eventLoop.execute { handler.value.resetAfterCompleteAnswer() }
+        }
     }
 
     /// Closes the link and waits until it is closed.
@@ -305,24 +309,23 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler 
         return context.channel.isWritable
     }
 
-    /// RST_STREAM NO_ERROR on this HTTP/2 stream once its answer went out whole: the host's cue
-    /// to stop sending the request body without an error (RFC 9113 §8.1). Written below the
-    /// HTTP-types codec, where the stream channel takes frame payloads, and only after the
-    /// answer's last frame was written: NIOHTTP2Handler drops a stream's frames still waiting
-    /// in its buffer when the stream is reset, and the host would get a cut-off answer.
-    func resetAfterCompleteAnswer() -> EventLoopFuture<Void> {
-        let eventLoop = self.eventLoop
-        guard let answerWritten = self.answerWritten, let context = self.context else {
-            return eventLoop.makeSucceededVoidFuture()
-        }
+    /// RST_STREAM NO_ERROR on this HTTP/2 stream once its answer went out whole, if the host
+    /// is still sending the request body: its cue to stop without an error (RFC 9113 §8.1).
+    /// Written below the HTTP-types codec, where the stream channel takes frame payloads, and
+    /// only after the answer's last frame was written: NIOHTTP2Handler drops a stream's frames
+    /// still waiting in its buffer when the stream is reset, and the host would get a cut-off
+    /// answer. Nothing waits for it: an answer held back by the host's flow control (a host
+    /// that went away) must not hold the stream's task, which the next session waits for.
+    func resetAfterCompleteAnswer() {
+        // The request's end already arrived (a GET's END_STREAM on its HEADERS, a body the
+        // handler did not read but that came whole): nothing to stop.
+        guard self.inboundEnd == nil, !self.queue.contains(where: { if case .end = $0 { true } else { false } })
+        else { return }
+        guard let answerWritten = self.answerWritten, let context = self.context else { return }
         let pipeline = context.pipeline
-        return answerWritten.flatMap {
-            guard let below = try? pipeline.syncOperations.context(handlerType: EndStreamCoalescer.self) else {
-                return eventLoop.makeSucceededVoidFuture()
-            }
-            let written = eventLoop.makePromise(of: Void.self)
-            below.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: written)
-            return written.futureResult
+        answerWritten.assumeIsolated().whenSuccess {
+            guard let below = try? pipeline.syncOperations.context(handlerType: EndStreamCoalescer.self) else { return }
+            below.writeAndFlush(NIOAny(HTTP2Frame.FramePayload.rstStream(.noError)), promise: nil)
         }
     }
 
