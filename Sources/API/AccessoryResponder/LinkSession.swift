@@ -130,22 +130,19 @@ struct LinkSession: Sendable {
         if case .failedBeforeHead = outcome {
             outcome = await emitter.emit(Self.internalServerError, requestMethod: head.method, keepAlive: keepAlive)
         }
-        if self.http2 {
-            // An HTTP/2 stream carries one exchange: nothing to keep in step by draining. A body
-            // the handler left unread is refused with RST_STREAM NO_ERROR after the complete
-            // answer (RFC 9113 §8.1), so that the host stops sending at once and keeps the answer.
-            guard case .completed = outcome else { return false }
-            if case .unread = link.endExchange(generation: generation) {
-                self.channel.resetAfterCompleteAnswer()
-            }
-            return false
-        }
-        guard case .completed = outcome, keepAlive else { return false }
+        // An HTTP/2 stream goes on until it closes by itself (its answer may still wait in
+        // NIOHTTP2Handler's buffer for the host's flow control: closing the stream now would
+        // reset it and drop that), whatever `keepAlive` says of HTTP/1.1.
+        guard case .completed = outcome, keepAlive || self.http2 else { return false }
 
         switch link.endExchange(generation: generation) {
         case .finished:
             return true
         case .unread(let continuePending):
+            // On HTTP/2 a body still coming is refused with RST_STREAM NO_ERROR once the answer
+            // is out (RFC 9113 §8.1): the host stops sending and keeps the answer, and the drain
+            // below ends with the stream.
+            if self.http2 { self.channel.resetAfterCompleteAnswer() }
             if continuePending { return false }
             return await link.drainBody(limit: Self.maxDrainBytes)
         case .failed, .inUse:
