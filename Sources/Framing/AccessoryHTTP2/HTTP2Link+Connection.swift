@@ -244,8 +244,9 @@ extension HTTP2Link {
     }
 
     /// Builds a connection's handlers on a byte stream (opened, or renewed in band): the
-    /// stream's end (``HTTP2StreamEnd``) at the bottom, the frame trace for `-v`, NIOHTTP2Handler
-    /// and the streams.
+    /// stream's end (``HTTP2StreamEnd``) at the bottom, the watch for the device's answer to the
+    /// preface (``HTTP2PrefaceAnswerWatch``), the frame trace for `-v`, NIOHTTP2Handler and the
+    /// streams.
     private func connectionBuilder() -> @Sendable (any Channel) -> EventLoopFuture<(Streams, HTTP2StreamParking)> {
         let configuration = self.configuration
         var settings = HTTP2Windows.configuration()
@@ -263,7 +264,9 @@ extension HTTP2Link {
             channel.eventLoop.makeCompletedFuture {
                 let pipeline = channel.pipeline.syncOperations
                 let end = HTTP2StreamEnd()
-                try pipeline.addHandler(end)
+                let watch = HTTP2PrefaceAnswerWatch(bound: configuration.idleTimeout, streamEnd: end)
+                try pipeline.addHandlers(end, watch)
+                end.handlersAbove.append(watch)
                 if let tracer = configuration.tracer {
                     let trace = HTTP2FrameTraceHandler(tracer: tracer, client: true)
                     try pipeline.addHandler(trace)

@@ -53,6 +53,14 @@ final class HTTP2StreamEnd: ChannelInboundHandler, RemovableChannelHandler {
         self.end()
     }
 
+    /// Ends the stream for `error` found above the byte stream (``HTTP2PrefaceAnswerWatch``), as
+    /// if it came from below: the connection learns it first, then the stream is given up.
+    func giveUp(_ error: any Error) {
+        guard !self.ending, let context = self.context else { return }
+        context.fireErrorCaught(error)
+        self.end()
+    }
+
     /// Gives the stream up: in band when the layer below can start another one, else by
     /// closing the channel. On the event loop; once.
     func end() {
