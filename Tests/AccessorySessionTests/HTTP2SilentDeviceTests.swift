@@ -13,11 +13,11 @@ import Testing
     import Glibc
 #endif
 
-/// A device whose HTTP/2 side never starts (its line, and its session layer, work): before
-/// 2026-11-30 such a connection was never given up, and every request after the first timed out
-/// on it too.
+/// A device whose HTTP/2 side never starts, or stops hearing (its line, and its session layer,
+/// work on): before 2026-11-30 such a connection was never given up, and every request after the
+/// first timed out on it too.
 extension SessionIOSuites {
-    @Suite("HTTP/2: a device that never answers the connection preface", .serialized)
+    @Suite("HTTP/2: a device whose HTTP/2 side is silent", .serialized)
     struct HTTP2SilentDeviceTests {
         /// Four hosts in turn, each finding the device's HTTP side deaf on its first connection
         /// (the device's line, and its session layer, work): the host's GET fails within the idle
@@ -60,6 +60,51 @@ extension SessionIOSuites {
                 await client.shutdown()
                 if let failure { throw failure }
             }
+        }
+
+        /// Four times on one link: a GET is answered, then the device's HTTP side stops hearing
+        /// on that connection for good (its line, and its session layer, work on); the next GET
+        /// fails within the idle bound, and the one after is answered within 1 s on a new
+        /// connection (a new session in band, or a new unix socket connection): sent at first on
+        /// the deaf connection, it goes out again on the new one once a PING found the device's
+        /// HTTP/2 side gone. Before
+        /// 2026-11-30 that one timed out too, on the deaf connection, as every later one would.
+        @Test(arguments: [true, false])
+        func aDeviceThatFallsSilentIsLeftForANewConnection(session: Bool) async throws {
+            let deaf = DeafSwitch()
+            let device = try DeafDevice(deaf, sessions: session)
+            defer { device.stop() }
+            try await device.ready()
+            var configuration = AccessoryClient.Configuration()
+            configuration.link.httpVersion = .http2
+            configuration.link.idleTimeout = .milliseconds(500)
+            let client = AccessoryClient(transport: device.transport, configuration: configuration)
+            var failure: (any Error)?
+            do {
+                for round in 1...4 {
+                    let (first, _) = try await client.get("/status")
+                    #expect(first.status == .ok, "round \(round)")
+                    deaf.deafenStreams.store(true, ordering: .releasing)
+                    let started = ContinuousClock.now
+                    await #expect(throws: (any Error).self, "round \(round)") {
+                        _ = try await client.get("/status")
+                    }
+                    let failedAfter = ContinuousClock.now - started
+                    #expect(failedAfter < TimeBounds.scaled(.seconds(2)), "round \(round): \(failedAfter)")
+                    deaf.deafenStreams.store(false, ordering: .releasing)
+                    let next = ContinuousClock.now
+                    let (head, body) = try await client.get("/status")
+                    let answeredAfter = ContinuousClock.now - next
+                    #expect(head.status == .ok && String(buffer: body).contains("model"), "round \(round)")
+                    #expect(answeredAfter < TimeBounds.scaled(.seconds(1)), "round \(round): \(answeredAfter)")
+                }
+                #expect(client.http2?.openCount == (session ? 1 : 5))
+                #expect(client.http2?.renewalCount == (session ? 4 : 0))
+            } catch {
+                failure = error
+            }
+            await client.shutdown()
+            if let failure { throw failure }
         }
     }
 }
@@ -121,7 +166,10 @@ final class DeafDevice: Sendable {
 
 /// Whether the device's HTTP side hears anything; read from the device's event loop.
 final class DeafSwitch: Sendable {
+    /// A stream whose first byte comes while this is on hears nothing.
     let on = Atomic<Bool>(false)
+    /// A stream that reads while this is on hears nothing from then on.
+    let deafenStreams = Atomic<Bool>(false)
 }
 
 /// A stream-layer handler of the device that drops every byte the host sends on its stream when
@@ -138,6 +186,7 @@ final class DeafWhileSwitched: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if self.deaf == nil { self.deaf = self.deafSwitch.on.load(ordering: .acquiring) }
+        if self.deafSwitch.deafenStreams.load(ordering: .acquiring) { self.deaf = true }
         guard self.deaf != true else { return }
         context.fireChannelRead(data)
     }

@@ -81,6 +81,10 @@ final class ClientStream: ResponseBatches.Owner {
     func bodyBytesTaken(_ count: Int) {
         self.streams.credit(count, to: self)
     }
+
+    func waitTimedOut() {
+        self.streams.streamWentIdle(after: self.batches.idleTimeout)
+    }
 }
 
 @available(*, unavailable)

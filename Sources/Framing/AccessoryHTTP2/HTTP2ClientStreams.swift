@@ -50,6 +50,9 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     /// Ends the connection's byte stream when the connection is done: in band when a session
     /// layer is below, else by closing the channel. Set by the link's pipeline set-up.
     var streamEnd: HTTP2StreamEnd?
+    /// Whether the device's HTTP/2 side still answers (``ConnectionLiveness``).
+    private var liveness = ConnectionLiveness(startedAt: .now())
+    private var pingTimer: Scheduled<Void>?
 
     /// - Parameters:
     ///   - connectionWindow: the connection's receive window, kept topped up to it.
@@ -66,6 +69,8 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        self.pingTimer?.cancel()
+        self.pingTimer = nil
         self.connectionGone(.closed)
         self.context = nil
         self.streamEnd = nil
@@ -132,6 +137,36 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
         self.reset(stream)
     }
 
+    /// A stream's exchange waited `idleTimeout` for the device in vain (the stream is reset). When
+    /// the device sent nothing on the whole connection for that long either, a PING asks whether
+    /// its HTTP/2 side lives (``ConnectionLiveness``); without an acknowledgement within another
+    /// `idleTimeout` the connection is given up, as an HTTP/1.1 link reopens after an idle
+    /// timeout: its streams end with ``HTTP2ConnectionSilence`` (an idempotent request without
+    /// a response byte goes out again on the next connection), and the next connection starts
+    /// on a new session in band when a session layer is below. Before, each stream timed out in
+    /// turn on a connection that was never given up.
+    func streamWentIdle(after idleTimeout: Duration) {
+        guard let context = self.context,
+            case .ping(let payload, let bound) = self.liveness.streamWentIdle(after: idleTimeout, at: .now())
+        else { return }
+        let ping = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false))
+        context.writeAndFlush(self.wrapOutboundOut(ping), promise: nil)
+        self.pingTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(bound)) {
+            self.pingTimer = nil
+            guard self.liveness.pingBoundPassed(for: payload) else { return }
+            if self.refusal == nil { self.refusal = "the device's HTTP/2 side stopped answering" }
+            let silence = HTTP2ConnectionSilence(idleTimeout: idleTimeout)
+            // The streams' error whichever way the connection goes (a read before the close
+            // would clear an unclaimed one).
+            self.connectionError = silence
+            if let streamEnd = self.streamEnd {
+                streamEnd.giveUp(silence)
+            } else if let context = self.context {
+                context.close(promise: nil)
+            }
+        }
+    }
+
     /// The exchange took `count` body bytes of `stream`: the device may send that much more.
     func credit(_ count: Int, to stream: ClientStream) {
         guard self.streams[stream.id] === stream, let increment = stream.window.frameEmitted(size: count) else {
@@ -145,6 +180,10 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
         guard frame.streamID != .rootStream else {
+            if case .ping(let data, ack: true) = frame.payload, self.liveness.acknowledged(data.integer) {
+                self.pingTimer?.cancel()
+                self.pingTimer = nil
+            }
             if case .goAway(let lastStreamID, _, _) = frame.payload {
                 // The streams above its last stream ID were not processed; NIOHTTP2Handler closes
                 // them next (StreamClosedEvent), and their exchanges may send them again.
@@ -166,6 +205,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         // NIOHTTP2Handler has sent what it buffered in this read (its resets included) by now.
         self.unclaimedError = nil
+        self.liveness.received(at: .now())
         let streams = self.readStreams
         self.readStreams.removeAll(keepingCapacity: true)
         for stream in streams {

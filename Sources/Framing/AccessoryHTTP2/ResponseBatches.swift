@@ -37,13 +37,16 @@ final class ResponseBatches {
         func resetStream()
         /// The exchange took `count` body bytes: the stream may read (or credit) that much more.
         func bodyBytesTaken(_ count: Int)
+        /// The exchange's wait ended at the idle bound (the stream is reset already): the
+        /// connection may be silent as a whole.
+        func waitTimedOut()
     }
 
     weak var owner: (any Owner)?
     /// Whether the whole response arrived, for the exchange's request writes on any thread.
     let arrival = ResponseArrival()
     private let eventLoop: any EventLoop
-    private let idleTimeout: Duration
+    let idleTimeout: Duration
     private var idleTimer: Scheduled<Void>?
     private let deadlineExpiry: DeadlineExpiry?
     private var deadlineTimer: Scheduled<Void>?
@@ -198,6 +201,7 @@ final class ResponseBatches {
         if self.ending == nil { self.ending = .failed(error) }
         waiter.resume(throwing: error)
         self.owner?.resetStream()
+        self.owner?.waitTimedOut()
     }
 
     /// The exchange's deadline passed before its response ended: what waits fails, what reads

@@ -92,6 +92,9 @@ final class ResponseStreamHandler: ChannelDuplexHandler, ResponseBatches.Owner {
             context.read()
         }
     }
+
+    /// A stream channel does not see its connection's other traffic: the stream's reset is all.
+    func waitTimedOut() {}
 }
 
 @available(*, unavailable)

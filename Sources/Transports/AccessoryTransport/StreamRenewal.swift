@@ -44,7 +44,8 @@ extension OpenedByteStream {
 }
 
 /// An error of a layer between the transport and HTTP (the session layer) that ended the stream
-/// an exchange ran on: a damaged frame, a peer found dead. The HTTP link reports it as the link
+/// an exchange ran on: a damaged frame, a peer found dead; or the HTTP/2 link's own finding that
+/// the device's HTTP/2 side stopped answering. The HTTP link reports it as the link
 /// closing (`link-closed`, this error underneath), so that an idempotent request of which not
 /// one response byte had arrived is sent once more on the next stream, as for a kept-alive
 /// connection the device closed (docs/protocol.md).
