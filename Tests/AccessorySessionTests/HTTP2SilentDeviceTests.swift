@@ -69,14 +69,18 @@ extension SessionIOSuites {
         /// the deaf connection, it goes out again on the new one once a PING found the device's
         /// HTTP/2 side gone. Before
         /// 2026-11-30 that one timed out too, on the deaf connection, as every later one would.
-        @Test(arguments: [true, false])
-        func aDeviceThatFallsSilentIsLeftForANewConnection(session: Bool) async throws {
+        ///
+        /// Both kinds of HTTP/2 link: frame-level streams, and the stream channels of a link that
+        /// decodes compressed responses (URLSession's).
+        @Test(arguments: [true, false], [false, true])
+        func aDeviceThatFallsSilentIsLeftForANewConnection(session: Bool, decompress: Bool) async throws {
             let deaf = DeafSwitch()
             let device = try DeafDevice(deaf, sessions: session)
             defer { device.stop() }
             try await device.ready()
             var configuration = AccessoryClient.Configuration()
             configuration.link.httpVersion = .http2
+            configuration.link.decompressResponses = decompress
             configuration.link.idleTimeout = .milliseconds(500)
             let client = AccessoryClient(transport: device.transport, configuration: configuration)
             var failure: (any Error)?

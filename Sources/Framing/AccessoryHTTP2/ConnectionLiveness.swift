@@ -1,6 +1,7 @@
 import AccessoryHTTP1
 import AccessoryTransport
 import NIOCore
+import NIOHTTP2
 
 /// Whether a frame-level HTTP/2 connection's device is still there, for ``HTTP2ClientStreams``:
 /// an I/O-free state machine (events in, actions out), its clock passed in.
@@ -9,8 +10,10 @@ import NIOCore
 /// stream. When it sent nothing on the whole connection for that long either, the connection
 /// asks with a PING (RFC 9113 §6.7): a device whose HTTP/2 side lives acknowledges it at once,
 /// and only the stream is reset (a slow handler on the device); one that acknowledges nothing
-/// within another idle bound has lost its HTTP/2 side, though its line may live on (a session
-/// layer answers its pings whatever HTTP does), and the connection is given up.
+/// within half the idle bound has lost its HTTP/2 side, though its line may live on (a session
+/// layer answers its pings whatever HTTP does), and the connection is given up. Half: a request
+/// sent just after the first wait ended is then moved to the next connection before its own
+/// wait ends on the silent one.
 struct ConnectionLiveness {
     enum Action: Equatable {
         case none
@@ -39,7 +42,7 @@ struct ConnectionLiveness {
         let payload = self.nextPing
         self.nextPing &+= 1
         self.outstandingPing = payload
-        return .ping(payload, within: idleTimeout)
+        return .ping(payload, within: idleTimeout / 2)
     }
 
     /// A PING acknowledgement arrived: true when it answers the outstanding PING (the device
@@ -56,6 +59,57 @@ struct ConnectionLiveness {
     }
 }
 
+/// Runs a connection's ``ConnectionLiveness`` on its event loop: sends the PING and keeps its
+/// bound. Shared by the frame-level streams (``HTTP2ClientStreams``) and, for a link that keeps
+/// stream channels, ``StreamChannelsConnection``.
+final class LivenessCheck {
+    private var liveness = ConnectionLiveness(startedAt: .now())
+    private var timer: Scheduled<Void>?
+
+    init() {}
+
+    /// The end of a read: the device sent something.
+    func readCompleted() {
+        self.liveness.received(at: .now())
+    }
+
+    /// A frame on stream 0: a PING acknowledgement may answer the check.
+    func received(_ frame: HTTP2Frame) {
+        guard case .ping(let data, ack: true) = frame.payload, self.liveness.acknowledged(data.integer) else { return }
+        self.timer?.cancel()
+        self.timer = nil
+    }
+
+    /// A stream's wait ended at `idleTimeout`: when the whole connection was silent that long,
+    /// writes a PING on `context` (a handler whose outbound type is `HTTP2Frame`) and calls
+    /// `giveUp` unless it is acknowledged within half of `idleTimeout`.
+    func streamWentIdle(
+        after idleTimeout: Duration,
+        context: ChannelHandlerContext,
+        giveUp: @escaping (HTTP2ConnectionSilence) -> Void
+    ) {
+        guard case .ping(let payload, let bound) = self.liveness.streamWentIdle(after: idleTimeout, at: .now()) else {
+            return
+        }
+        let ping = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false))
+        context.writeAndFlush(NIOAny(ping), promise: nil)
+        self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(bound)) {
+            self.timer = nil
+            guard self.liveness.pingBoundPassed(for: payload) else { return }
+            giveUp(HTTP2ConnectionSilence(idleTimeout: idleTimeout))
+        }
+    }
+
+    /// The connection is gone: the bound stops.
+    func stop() {
+        self.timer?.cancel()
+        self.timer = nil
+    }
+}
+
+@available(*, unavailable)
+extension LivenessCheck: Sendable {}
+
 /// The device's HTTP/2 side stopped answering, not even a PING: the connection was given up. It
 /// ends the connection's streams as the session layer's errors do (``StreamEndingError``): an
 /// idempotent request that had no response byte is sent again on the next connection.
@@ -65,8 +119,8 @@ struct HTTP2ConnectionSilence: StreamEndingError {
     var code: HTTPLinkError.Code { .idleTimeout }
     var message: String {
         "the device sent nothing on its HTTP/2 connection for \(self.idleTimeout) while a response was due, "
-            + "and did not acknowledge a PING within as long again: its HTTP/2 side stopped; the connection "
-            + "was given up and the next request starts a new one"
+            + "and did not acknowledge a PING within \(self.idleTimeout / 2): its HTTP/2 side stopped; the "
+            + "connection was given up and the next request starts a new one"
     }
     var underlying: (any Error)? { nil }
 }

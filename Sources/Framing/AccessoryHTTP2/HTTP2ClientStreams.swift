@@ -51,8 +51,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     /// layer is below, else by closing the channel. Set by the link's pipeline set-up.
     var streamEnd: HTTP2StreamEnd?
     /// Whether the device's HTTP/2 side still answers (``ConnectionLiveness``).
-    private var liveness = ConnectionLiveness(startedAt: .now())
-    private var pingTimer: Scheduled<Void>?
+    private let liveness = LivenessCheck()
 
     /// - Parameters:
     ///   - connectionWindow: the connection's receive window, kept topped up to it.
@@ -69,8 +68,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        self.pingTimer?.cancel()
-        self.pingTimer = nil
+        self.liveness.stop()
         self.connectionGone(.closed)
         self.context = nil
         self.streamEnd = nil
@@ -139,23 +137,16 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
 
     /// A stream's exchange waited `idleTimeout` for the device in vain (the stream is reset). When
     /// the device sent nothing on the whole connection for that long either, a PING asks whether
-    /// its HTTP/2 side lives (``ConnectionLiveness``); without an acknowledgement within another
+    /// its HTTP/2 side lives (``ConnectionLiveness``); without an acknowledgement within half of
     /// `idleTimeout` the connection is given up, as an HTTP/1.1 link reopens after an idle
     /// timeout: its streams end with ``HTTP2ConnectionSilence`` (an idempotent request without
     /// a response byte goes out again on the next connection), and the next connection starts
     /// on a new session in band when a session layer is below. Before, each stream timed out in
     /// turn on a connection that was never given up.
     func streamWentIdle(after idleTimeout: Duration) {
-        guard let context = self.context,
-            case .ping(let payload, let bound) = self.liveness.streamWentIdle(after: idleTimeout, at: .now())
-        else { return }
-        let ping = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false))
-        context.writeAndFlush(self.wrapOutboundOut(ping), promise: nil)
-        self.pingTimer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(bound)) {
-            self.pingTimer = nil
-            guard self.liveness.pingBoundPassed(for: payload) else { return }
+        guard let context = self.context else { return }
+        self.liveness.streamWentIdle(after: idleTimeout, context: context) { silence in
             if self.refusal == nil { self.refusal = "the device's HTTP/2 side stopped answering" }
-            let silence = HTTP2ConnectionSilence(idleTimeout: idleTimeout)
             // The streams' error whichever way the connection goes (a read before the close
             // would clear an unclaimed one).
             self.connectionError = silence
@@ -180,10 +171,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
         guard frame.streamID != .rootStream else {
-            if case .ping(let data, ack: true) = frame.payload, self.liveness.acknowledged(data.integer) {
-                self.pingTimer?.cancel()
-                self.pingTimer = nil
-            }
+            self.liveness.received(frame)
             if case .goAway(let lastStreamID, _, _) = frame.payload {
                 // The streams above its last stream ID were not processed; NIOHTTP2Handler closes
                 // them next (StreamClosedEvent), and their exchanges may send them again.
@@ -205,7 +193,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         // NIOHTTP2Handler has sent what it buffered in this read (its resets included) by now.
         self.unclaimedError = nil
-        self.liveness.received(at: .now())
+        self.liveness.readCompleted()
         let streams = self.readStreams
         self.readStreams.removeAll(keepingCapacity: true)
         for stream in streams {

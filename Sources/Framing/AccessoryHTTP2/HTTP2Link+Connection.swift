@@ -41,10 +41,11 @@ extension HTTP2Link {
                     }
                     if streams.eventLoop.inEventLoop { return try open() }
                     return try await streams.eventLoop.submit(open).get()
-                case .channels(let multiplexer, let resetCauses):
+                case .channels(let multiplexer, let resetCauses, let connection):
                     let exchange = try await Self.openStreamChannel(
                         multiplexer,
                         resetCauses: resetCauses,
+                        connection: connection,
                         isHeadRequest: isHeadRequest,
                         deadline: deadline,
                         configuration: configuration
@@ -70,6 +71,7 @@ extension HTTP2Link {
     private static func openStreamChannel(
         _ multiplexer: NIOHTTP2Handler.AsyncStreamMultiplexer<Void>,
         resetCauses: NIOLoopBound<StreamResetCauses>,
+        connection: NIOLoopBound<StreamChannelsConnection>,
         isHeadRequest: Bool,
         deadline: StreamDeadline?,
         configuration: LinkConfiguration
@@ -84,7 +86,8 @@ extension HTTP2Link {
                 let handler = ResponseStreamHandler(
                     batches: batches,
                     highWatermark: Self.responseHighWatermark,
-                    resetCauses: resetCauses.value
+                    resetCauses: resetCauses.value,
+                    connection: connection.value
                 )
                 try stream.pipeline.syncOperations.addHandlers(
                     EndStreamCoalescer(),
@@ -301,10 +304,15 @@ extension HTTP2Link {
                     stream.close(promise: nil)
                     return stream.eventLoop.makeSucceededVoidFuture()
                 }
-                try pipeline.addHandler(resetCauses)
-                end.handlersAbove += [try pipeline.handler(type: NIOHTTP2Handler.self), resetCauses]
+                let connection = StreamChannelsConnection(streamEnd: end)
+                try pipeline.addHandlers(resetCauses, connection)
+                end.handlersAbove += [try pipeline.handler(type: NIOHTTP2Handler.self), resetCauses, connection]
                 return (
-                    Streams.channels(multiplexer, NIOLoopBound(resetCauses, eventLoop: channel.eventLoop)),
+                    Streams.channels(
+                        multiplexer,
+                        NIOLoopBound(resetCauses, eventLoop: channel.eventLoop),
+                        NIOLoopBound(connection, eventLoop: channel.eventLoop)
+                    ),
                     end.parking
                 )
             }

@@ -54,7 +54,11 @@ public final class HTTP2Link: Sendable {
     /// handler, so it needs a stream's pipeline).
     enum Streams: Sendable {
         case frames(NIOLoopBound<HTTP2ClientStreams>)
-        case channels(NIOHTTP2Handler.AsyncStreamMultiplexer<Void>, NIOLoopBound<StreamResetCauses>)
+        case channels(
+            NIOHTTP2Handler.AsyncStreamMultiplexer<Void>,
+            NIOLoopBound<StreamResetCauses>,
+            NIOLoopBound<StreamChannelsConnection>
+        )
     }
 
     /// Runs async code on the connection's event loop (see `execute(_:body:deadline:handleIsLinkWork:_:)`).

@@ -22,6 +22,7 @@ final class ResponseStreamHandler: ChannelDuplexHandler, ResponseBatches.Owner {
     let batches: ResponseBatches
     private let highWatermark: Int
     private let resetCauses: StreamResetCauses
+    private let connection: StreamChannelsConnection
     private var readHeld = false
     /// The stream was reset with an error code; the exchange ends on the next tick, with the
     /// error NIOHTTP2Handler reported for it if it did (``StreamResetCauses``).
@@ -32,19 +33,28 @@ final class ResponseStreamHandler: ChannelDuplexHandler, ResponseBatches.Owner {
     ///   - batches: where the response goes; made on the stream's event loop.
     ///   - highWatermark: body bytes held before reads stop until the exchange takes them.
     ///   - resetCauses: the connection's record of why NIOHTTP2Handler reset a stream.
-    init(batches: ResponseBatches, highWatermark: Int, resetCauses: StreamResetCauses) {
+    ///   - connection: the connection's own handler (its errors, its liveness check).
+    init(
+        batches: ResponseBatches,
+        highWatermark: Int,
+        resetCauses: StreamResetCauses,
+        connection: StreamChannelsConnection
+    ) {
         self.batches = batches
         self.highWatermark = highWatermark
         self.resetCauses = resetCauses
+        self.connection = connection
         batches.owner = self
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.connection.opened(ObjectIdentifier(self), batches: self.batches)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
+        self.connection.closed(ObjectIdentifier(self))
         self.batches.stop()
     }
 
@@ -93,8 +103,9 @@ final class ResponseStreamHandler: ChannelDuplexHandler, ResponseBatches.Owner {
         }
     }
 
-    /// A stream channel does not see its connection's other traffic: the stream's reset is all.
-    func waitTimedOut() {}
+    func waitTimedOut() {
+        self.connection.streamWentIdle(after: self.batches.idleTimeout)
+    }
 }
 
 @available(*, unavailable)
