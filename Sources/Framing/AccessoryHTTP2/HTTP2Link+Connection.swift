@@ -267,7 +267,7 @@ extension HTTP2Link {
             channel.eventLoop.makeCompletedFuture {
                 let pipeline = channel.pipeline.syncOperations
                 let end = HTTP2StreamEnd()
-                let watch = HTTP2PrefaceAnswerWatch(bound: configuration.idleTimeout, streamEnd: end)
+                let watch = HTTP2PrefaceAnswerWatch(bound: configuration.idleTimeout)
                 try pipeline.addHandlers(end, watch)
                 end.handlersAbove.append(watch)
                 if let tracer = configuration.tracer {
@@ -304,7 +304,7 @@ extension HTTP2Link {
                     stream.close(promise: nil)
                     return stream.eventLoop.makeSucceededVoidFuture()
                 }
-                let connection = StreamChannelsConnection(streamEnd: end)
+                let connection = StreamChannelsConnection()
                 try pipeline.addHandlers(resetCauses, connection)
                 end.handlersAbove += [try pipeline.handler(type: NIOHTTP2Handler.self), resetCauses, connection]
                 return (

@@ -21,18 +21,13 @@ final class HTTP2PrefaceAnswerWatch: ChannelInboundHandler, RemovableChannelHand
     typealias InboundOut = ByteBuffer
 
     private let bound: Duration
-    /// Not owned: the stream's end holds this handler in its `handlersAbove` until it leaves.
-    private weak var streamEnd: HTTP2StreamEnd?
     private var timer: Scheduled<Void>?
     private var answered = false
 
-    /// - Parameters:
-    ///   - bound: how long the device may send nothing after the connection starts (the link's
-    ///     idle timeout).
-    ///   - streamEnd: the handler that gives the connection's stream up.
-    init(bound: Duration, streamEnd: HTTP2StreamEnd) {
+    /// - Parameter bound: how long the device may send nothing after the connection starts (the
+    ///   link's idle timeout).
+    init(bound: Duration) {
         self.bound = bound
-        self.streamEnd = streamEnd
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -41,8 +36,13 @@ final class HTTP2PrefaceAnswerWatch: ChannelInboundHandler, RemovableChannelHand
         let bound = self.bound
         self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(bound)) {
             self.timer = nil
-            guard !self.answered else { return }
-            self.streamEnd?.giveUp(
+            // The stream's end is found in the pipeline, not kept: a weak reference's side table
+            // is what LeakSanitizer reported as leaked when the process exited with the
+            // connection still up (its pointers to it are tagged).
+            guard !self.answered,
+                let streamEnd = try? context.pipeline.syncOperations.handler(type: HTTP2StreamEnd.self)
+            else { return }
+            streamEnd.giveUp(
                 HTTPLinkError(
                     .idleTimeout,
                     "the device sent nothing for \(bound) after the HTTP/2 connection preface; an HTTP/2 "

@@ -84,6 +84,14 @@ final class HTTP2StreamEnd: ChannelInboundHandler, RemovableChannelHandler {
     /// its stream channels, the frame-level streams' fails their exchanges.
     private func leave(context: ChannelHandlerContext) {
         let sync = context.pipeline.syncOperations
+        // NIOHTTP2Handler closes its stream channels when its channel goes inactive, not when it
+        // is removed: a connection that kept stream channels (one that decodes compressed
+        // responses) left them with its multiplexer, each holding the other, for ever (33
+        // connections' worth in one AddressSanitizer run of HTTP2RenewalTests). Its connection
+        // is over, so it is told so first; its streams close without writing anything.
+        for case let http2 as NIOHTTP2Handler in self.handlersAbove {
+            if let above = try? sync.context(handler: http2) { http2.channelInactive(context: above) }
+        }
         for handler in self.handlersAbove.reversed() {
             if let above = try? sync.context(handler: handler) { sync.removeHandler(context: above, promise: nil) }
         }

@@ -20,14 +20,10 @@ final class StreamChannelsConnection: ChannelInboundHandler, RemovableChannelHan
 
     private let check = LivenessCheck()
     private var context: ChannelHandlerContext?
-    /// Not owned: the stream's end holds this handler in its `handlersAbove` until it leaves.
-    private weak var streamEnd: HTTP2StreamEnd?
     /// The responses of the open streams, by their handler.
     private var openStreams: [ObjectIdentifier: ResponseBatches] = [:]
 
-    init(streamEnd: HTTP2StreamEnd) {
-        self.streamEnd = streamEnd
-    }
+    init() {}
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -71,7 +67,8 @@ final class StreamChannelsConnection: ChannelInboundHandler, RemovableChannelHan
     func streamWentIdle(after idleTimeout: Duration) {
         guard let context = self.context else { return }
         self.check.streamWentIdle(after: idleTimeout, context: context) { silence in
-            if let streamEnd = self.streamEnd {
+            // Found in the pipeline, not kept (see HTTP2PrefaceAnswerWatch).
+            if let streamEnd = try? self.context?.pipeline.syncOperations.handler(type: HTTP2StreamEnd.self) {
                 streamEnd.giveUp(silence)
             } else {
                 for batches in self.openStreams.values { batches.end(.failed(silence)) }
