@@ -3,8 +3,9 @@ import AccessoryTransport
 import NIOCore
 import NIOHTTP2
 
-/// Whether a frame-level HTTP/2 connection's device is still there, for ``HTTP2ClientStreams``:
-/// an I/O-free state machine (events in, actions out), its clock passed in.
+/// Whether an HTTP/2 connection's device is still there, for both kinds of client connection
+/// (through ``LivenessCheck``): an I/O-free state machine (events in, actions out), its clock
+/// passed in.
 ///
 /// A stream whose wait ends at the idle bound says only that the device is silent on that
 /// stream. When it sent nothing on the whole connection for that long either, the connection

@@ -36,9 +36,9 @@ final class HTTP2PrefaceAnswerWatch: ChannelInboundHandler, RemovableChannelHand
         let bound = self.bound
         self.timer = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(bound)) {
             self.timer = nil
-            // The stream's end is found in the pipeline, not kept: a weak reference's side table
-            // is what LeakSanitizer reported as leaked when the process exited with the
-            // connection still up (its pointers to it are tagged).
+            // The stream's end is found in the pipeline, not kept: with a weak reference to it,
+            // LeakSanitizer reported its side table at a CLI's exit (an object reaches its side
+            // table only through its encoded reference count, which the tool cannot follow).
             guard !self.answered,
                 let streamEnd = try? context.pipeline.syncOperations.handler(type: HTTP2StreamEnd.self)
             else { return }
