@@ -55,7 +55,7 @@ struct ConnectionLiveness {
     }
 
     /// The PING's bound passed: true when it is still unacknowledged (give the connection up).
-    mutating func pingBoundPassed(for payload: UInt64) -> Bool {
+    func pingBoundPassed(for payload: UInt64) -> Bool {
         payload == self.outstandingPing
     }
 }
