@@ -34,6 +34,8 @@ struct ResponderTLSTests {
     @Test func truncationWithoutCloseNotifyFailsAndTheNextRequestWorks() async throws {
         try await self.withTLSResponder { path in
             let relay = path + ".relay"
+            // socat, killed, leaves its socket file.
+            defer { unlink(relay) }
             func startRelay() async throws -> Subprocess {
                 let socat = try Subprocess(["socat", "UNIX-LISTEN:\(relay),unlink-early", "UNIX-CONNECT:\(path)"])
                 for _ in 0..<300 where !FileManager.default.fileExists(atPath: relay) {

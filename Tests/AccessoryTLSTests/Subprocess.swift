@@ -1,6 +1,7 @@
 import AccessoryClient
 import AccessoryHTTP1
 import AccessoryTLS
+import AccessoryTestSupport
 import AccessoryTransport
 import Foundation
 
@@ -145,6 +146,7 @@ struct Certificates: Sendable {
             "accessory-tls-\(UUID().uuidString)"
         ).path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        RemovedAtExit.add(directory)
         let script = """
             set -e
             key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }

@@ -3,6 +3,7 @@ import AccessoryCrypto
 import AccessoryEmulator
 import AccessoryHTTP1
 import AccessoryTLS
+import AccessoryTestSupport
 import AccessoryTransport
 import AccessoryURLProtocol
 import Foundation
@@ -185,6 +186,7 @@ enum SecureAccessory {
     static func start() -> Running? {
         let directory = NSTemporaryDirectory() + "urlprotocol-tls-\(UUID().uuidString)"
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        RemovedAtExit.add(directory)
         let certificate = directory + "/cert.pem"
         let key = directory + "/key.pem"
         let openssl = Process()

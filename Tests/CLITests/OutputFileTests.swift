@@ -80,7 +80,7 @@ struct OutputFileTests {
             }
             return !seen.isEmpty || !child.isRunning
         }
-        FileManager.default.createFile(atPath: looked, contents: nil)
+        _ = FileManager.default.createFile(atPath: looked, contents: nil)
         let result = await child.finish(timeout: 30 * Double(TimeBounds.factor))
         #expect(appeared && !seen.isEmpty, "no temporary file seen: \(result)")
         for (name, mode) in seen {
