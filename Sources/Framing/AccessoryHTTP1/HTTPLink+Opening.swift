@@ -108,7 +108,7 @@ extension HTTPLink {
             if !wasOpen, (error as? HTTPLinkError)?.code != .cancelled { return nil }
             throw try await self.enrich(error, parked)
         }
-        let connection = Connection(stream: parked.stream, pipeline: pipeline)
+        let connection = Connection(stream: parked.stream, pipeline: pipeline, renewedInBand: true)
         self.state.withLock { state in
             state.connection = connection
             state.renewals += 1

@@ -29,6 +29,10 @@ public final class HTTPLink: Sendable {
     struct Connection: Sendable {
         let stream: OpenedByteStream
         let pipeline: LinkPipeline
+        /// A new session on a stream already open (in band), not a transport just opened: a
+        /// device that closes it as the first request goes out raced that request as it would
+        /// on an idle link, and the request may be sent again like there.
+        var renewedInBand = false
         var handler: NIOLoopBound<HTTPLinkHandler> { self.pipeline.linkHandler }
     }
 
@@ -191,6 +195,7 @@ public final class HTTPLink: Sendable {
             (connection, exchange, reused) = (existing, started, true)
         } else {
             connection = try await self.openConnection(deadline: nioDeadline)
+            reused = connection.renewedInBand
             guard
                 let started = try await self.startExchange(
                     on: connection,

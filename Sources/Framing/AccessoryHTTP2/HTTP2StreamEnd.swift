@@ -34,6 +34,8 @@ final class HTTP2StreamEnd: ChannelInboundHandler, RemovableChannelHandler {
     var handlersAbove: [any RemovableChannelHandler] = []
     private var context: ChannelHandlerContext?
     private var ending = false
+    /// The channel's own inactivity passed through here (to NIOHTTP2Handler above).
+    private var channelWentInactive = false
 
     init() {}
 
@@ -44,6 +46,11 @@ final class HTTP2StreamEnd: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         self.handlersAbove = []  // they may hold this handler (``end()``): no cycle left behind
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.channelWentInactive = true
+        context.fireChannelInactive()
     }
 
     /// An error from below ended the stream: the connection above learns it first (its
@@ -89,8 +96,15 @@ final class HTTP2StreamEnd: ChannelInboundHandler, RemovableChannelHandler {
         // responses) left them with its multiplexer, each holding the other, for ever (33
         // connections' worth in one AddressSanitizer run of HTTP2RenewalTests). Its connection
         // is over, so it is told so first; its streams close without writing anything.
-        for case let http2 as NIOHTTP2Handler in self.handlersAbove {
-            if let above = try? sync.context(handler: http2) { http2.channelInactive(context: above) }
+        //
+        // Not when the channel already closed: telling the session layer (its CLOSE flushed into
+        // a link the device had just reset) can close it synchronously, and NIOHTTP2Handler,
+        // told twice, stops the process on an assertion (seen when a responder shut down under
+        // eight concurrent requests, GracefulShutdownTests).
+        if !self.channelWentInactive && context.channel.isActive {
+            for case let http2 as NIOHTTP2Handler in self.handlersAbove {
+                if let above = try? sync.context(handler: http2) { http2.channelInactive(context: above) }
+            }
         }
         for handler in self.handlersAbove.reversed() {
             if let above = try? sync.context(handler: handler) { sync.removeHandler(context: above, promise: nil) }
