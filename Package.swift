@@ -376,7 +376,7 @@ let package = Package(
             dependencies: [
                 "AccessoryTestSupport",
                 "AccessoryClient", "AccessoryHTTP2", "AccessoryHTTP1", "AccessoryEmulator", "AccessoryTransport",
-                "AccessoryCrypto", "AccessoryResponder",
+                "AccessoryCrypto", "AccessoryResponder", "AccessorySession",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -23,6 +23,11 @@ public struct HTTPResponder: Sendable {
     private let configuration: ResponderConfiguration
     private let handler: HTTPHandler
     private let logger = Logger(label: "accessory-http.responder")
+    /// Ends every link this responder serves gracefully when begun: an HTTP/2 connection sends
+    /// GOAWAY and closes once its streams are answered (within
+    /// ``ResponderConfiguration/shutdownGrace``), and a unix socket listener stops accepting.
+    /// Shared by every copy of this responder.
+    public let shutdown = ResponderShutdown()
 
     /// Creates a responder that answers every request with `handler`.
     public init(configuration: ResponderConfiguration = .init(), handler: @escaping HTTPHandler) {
@@ -58,14 +63,20 @@ public struct HTTPResponder: Sendable {
             throw ResponderError(.setupFailed, "descriptor \(descriptor) is a regular file, not a byte stream")
         }
         let configuration = self.configuration
+        let isSocket = Self.isStreamSocket(descriptor)
         let initializer: @Sendable (any Channel) -> EventLoopFuture<ServedLink> = { channel in
             channel.eventLoop.makeCompletedFuture {
-                try ResponderPipeline.configureLink(channel, configuration: configuration)
+                try ResponderPipeline.configureLink(
+                    channel,
+                    configuration: configuration,
+                    halfCloses: isSocket,
+                    sendQueue: KernelSendQueue(descriptor: descriptor)
+                )
             }
         }
         let served: ServedLink
         do {
-            if Self.isStreamSocket(descriptor) {
+            if isSocket {
                 // A stream socket (a socketpair end, a unix socket) is served as a socket, not as
                 // a pipe pair: NIO's pipe channel splits it into two descriptors and, when the
                 // peer goes away while a response waits for room, can see the write side's
@@ -119,7 +130,7 @@ public struct HTTPResponder: Sendable {
         let configuration = self.configuration
         let served: ServedLink
         do {
-            served = try await transport.open(
+            let opened = try await transport.open(
                 on: eventLoop,
                 building: { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -130,7 +141,11 @@ public struct HTTPResponder: Sendable {
                         )
                     }
                 }
-            ).output
+            )
+            served = opened.output
+            let sendQueue = opened.stream.sendQueue
+            let transportClose = served.transportClose
+            try await eventLoop.submit { transportClose.value.sendQueue = sendQueue }.get()
         } catch {
             throw ResponderError(.setupFailed, "could not open \(transport): \(error)", underlying: error)
         }
@@ -182,7 +197,12 @@ public struct HTTPResponder: Sendable {
                     // independent streams that need none, so they are served plain.
                     let sessions = channelInitializer == nil
                     return prepared.flatMapThrowing {
-                        try ResponderPipeline.configureLink(channel, configuration: configuration, sessions: sessions)
+                        try ResponderPipeline.configureLink(
+                            channel,
+                            configuration: configuration,
+                            sessions: sessions,
+                            halfCloses: true
+                        )
                     }
                 }
         } catch {
@@ -199,6 +219,11 @@ public struct HTTPResponder: Sendable {
                 throw error
             }
         }
+        // A graceful shutdown closes the listener (no new link) and lets the links end by
+        // themselves.
+        let listener = server.channel
+        let stopListening = self.shutdown.onBegin { listener.close(promise: nil) }
+        defer { self.shutdown.forget(stopListening) }
         do {
             try await server.executeThenClose { connections in
                 await withDiscardingTaskGroup { group in
@@ -209,8 +234,9 @@ public struct HTTPResponder: Sendable {
                     } catch {
                         self.logger.debug("unix socket listener ended", metadata: ["error": "\(error)"])
                     }
-                    // Cancelled or the listener closed: stop the links still being served.
-                    group.cancelAll()
+                    // Cancelled or the listener closed: stop the links still being served, unless
+                    // they are ending gracefully.
+                    if !self.shutdown.hasBegun || Task.isCancelled { group.cancelAll() }
                 }
             }
         } catch {
@@ -222,6 +248,13 @@ public struct HTTPResponder: Sendable {
     /// layer ends (a HELLO, the host's CLOSE) gets fresh HTTP handlers and the next one is served.
     private func serve(_ served: ServedLink) async {
         let channel = served.channel
+        self.shutdown.linkStarted()
+        defer { self.shutdown.linkEnded() }
+        // A graceful shutdown: the HTTP handlers end the link once what is under way is answered.
+        let quiesce = self.shutdown.onBegin {
+            channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+        }
+        defer { self.shutdown.forget(quiesce) }
         guard let session = served.session else {
             await self.serve(served.negotiated, on: channel)
             return
@@ -243,7 +276,8 @@ public struct HTTPResponder: Sendable {
                 await group.waitForAll()
                 return ended
             }
-            guard ended != .transportClosed, !Task.isCancelled else { break }
+            // After a graceful shutdown's stream ended, no next one: the transport closes.
+            guard ended != .transportClosed, !Task.isCancelled, !self.shutdown.hasBegun else { break }
             do {
                 negotiated = try await eventLoop.flatSubmit {
                     ResponderPipeline.rebuild(
@@ -256,6 +290,10 @@ public struct HTTPResponder: Sendable {
                         return negotiated
                     }
                 }.get()
+                // A shutdown that began while the handlers were renewed reached none of them.
+                if self.shutdown.hasBegun {
+                    channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+                }
             } catch {
                 self.logger.debug("could not renew the link's HTTP handlers", metadata: ["error": "\(error)"])
                 break

@@ -44,6 +44,11 @@ final class HTTPVersionDetector: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent, !self.decided {
+            // A graceful shutdown before any request came: nothing is under way, so the link ends.
+            context.close(promise: nil)
+            return
+        }
         guard case .inputClosed = event as? ChannelEvent, !self.decided else {
             context.fireUserInboundEventTriggered(event)
             return

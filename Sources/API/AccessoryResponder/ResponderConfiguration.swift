@@ -52,6 +52,10 @@ public struct ResponderConfiguration: Sendable {
     /// Receives one line per session frame sent (`>`) or received (`<`), for `serve -v`.
     public var sessionTracer: (@Sendable (String) -> Void)? = nil
 
+    /// How long the exchanges under way may take to finish once a graceful shutdown began
+    /// (``HTTPResponder/shutdown``): a link closes then, whatever is still open.
+    public var shutdownGrace: Duration = .seconds(10)
+
     /// Creates the default configuration.
     public init() {}
 }

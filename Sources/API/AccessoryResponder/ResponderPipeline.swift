@@ -1,5 +1,6 @@
 import AccessoryHTTP2
 import AccessorySession
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
@@ -26,19 +27,28 @@ struct ServedLink: Sendable {
     let session: NIOLoopBound<SessionResponderHandler>?
     let streamLayer: ResponderStreamLayer?
     let streamHandlers: NIOLoopBound<StreamLayerHandlers>
+    /// Closes the transport gracefully after a shutdown began.
+    let transportClose: NIOLoopBound<GracefulTransportClose>
 }
 
 /// Installs the responder's handlers on a channel and wraps it for the link's task.
 enum ResponderPipeline {
 
     /// The session layer (when the configuration accepts sessions and `sessions` is true) and
-    /// the HTTP handlers above it. Must run on the channel's event loop.
+    /// the HTTP handlers above it, over the handler that closes the transport gracefully
+    /// (`halfCloses`: the transport is a socket; `sendQueue`: its kernel send queue, when
+    /// known). Must run on the channel's event loop.
     static func configureLink(
         _ channel: any Channel,
         configuration: ResponderConfiguration,
         sessions: Bool = true,
+        halfCloses: Bool = false,
+        sendQueue: KernelSendQueue? = nil,
         streamLayer: ResponderStreamLayer? = nil
     ) throws -> ServedLink {
+        let transportClose = GracefulTransportClose(halfCloses: halfCloses, lingerBound: .seconds(2))
+        transportClose.sendQueue = sendQueue
+        try channel.pipeline.syncOperations.addHandler(transportClose)
         let session = sessions ? try self.addSessionLayer(channel, configuration: configuration) : nil
         // A stream layer's connection (TLS) ends without the line: the next host starts anew.
         if streamLayer != nil { session?.plainStreamsEndAlone = true }
@@ -49,7 +59,8 @@ enum ResponderPipeline {
             negotiated: try self.addDetector(channel, configuration: configuration),
             session: session.map { NIOLoopBound($0, eventLoop: channel.eventLoop) },
             streamLayer: streamLayer,
-            streamHandlers: NIOLoopBound(streamHandlers, eventLoop: channel.eventLoop)
+            streamHandlers: NIOLoopBound(streamHandlers, eventLoop: channel.eventLoop),
+            transportClose: NIOLoopBound(transportClose, eventLoop: channel.eventLoop)
         )
     }
 
@@ -84,8 +95,12 @@ enum ResponderPipeline {
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
             HTTP2Setting(parameter: .maxHeaderListSize, value: max(1024, configuration.maxHeaderBlockSize)),
         ]
+        let connectionEnd = HTTP2ConnectionEnd(shutdownBound: TimeAmount(configuration.shutdownGrace))
         let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
             mode: .server,
+            streamDelegate: ResponderStreamEvents(
+                connectionEnd: NIOLoopBound(connectionEnd, eventLoop: channel.eventLoop)
+            ),
             configuration: settings
         ) { stream in
             stream.eventLoop.makeCompletedFuture {
@@ -96,7 +111,7 @@ enum ResponderPipeline {
                 return ResponderLink(channel: stream, handler: handler)
             }
         }
-        try channel.pipeline.syncOperations.addHandler(HTTP2InputEndHandler())
+        try channel.pipeline.syncOperations.addHandler(connectionEnd)
         return multiplexer
     }
 
@@ -127,7 +142,10 @@ enum ResponderPipeline {
             withEncoderConfiguration: .init(),
             withDecoderLimitConfiguration: limits
         )
-        try sync.addHandler(HTTP1ServerPartConverter())
+        try sync.addHandlers(
+            HTTP1ConnectionEnd(bound: TimeAmount(configuration.shutdownGrace)),
+            HTTP1ServerPartConverter()
+        )
         let handler = ResponderLinkHandler(eventLoop: channel.eventLoop, http2Stream: false)
         try sync.addHandler(handler)
         return ResponderLink(channel: channel, handler: handler)
@@ -156,17 +174,18 @@ enum ResponderPipeline {
     ) -> EventLoopFuture<EventLoopFuture<NegotiatedLink>> {
         let sync = channel.pipeline.syncOperations
         // Whatever the last stream had above the session layer: the detector if no byte came,
-        // else HTTP/1.1's four handlers (configureHTTPServerPipeline adds exactly an encoder and
-        // a decoder with these options) or HTTP/2's handler and its input-end watch.
+        // else HTTP/1.1's five handlers (configureHTTPServerPipeline adds exactly an encoder and
+        // a decoder with these options) or HTTP/2's handler and the one that ends its connection.
         let contexts =
             [
                 try? sync.context(handlerType: HTTPVersionDetector.self),
                 try? sync.context(handlerType: ResponderLinkHandler.self),
                 try? sync.context(handlerType: HTTP1ServerPartConverter.self),
+                try? sync.context(handlerType: HTTP1ConnectionEnd.self),
                 try? sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
                 try? sync.context(handlerType: HTTPResponseEncoder.self),
                 try? sync.context(handlerType: NIOHTTP2Handler.self),
-                try? sync.context(handlerType: HTTP2InputEndHandler.self),
+                try? sync.context(handlerType: HTTP2ConnectionEnd.self),
             ].compactMap { $0 } + streamHandlers.handlers.compactMap { try? sync.context(handler: $0) }
         streamHandlers.handlers = []
         let removals = contexts.map { sync.removeHandler(context: $0) }

@@ -1,0 +1,196 @@
+import AccessoryClient
+import AccessoryCrypto
+import AccessoryEmulator
+import AccessoryHTTP1
+import AccessoryResponder
+import AccessorySession
+import AccessoryTestSupport
+import AccessoryTransport
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+/// A device's graceful shutdown (``HTTPResponder/shutdown``; `serve` on SIGTERM): the answers
+/// under way are written whole, then the link ends (HTTP/2 sends GOAWAY first; a session link
+/// closes its transport after the stream). Before 2026-11-30 the only way to stop a responder
+/// was to cancel it, which cut a download under way.
+@Suite("Graceful shutdown of the responder", .timeLimit(.minutes(3)))
+struct GracefulShutdownTests {
+    /// The responder serving the next open of the link, how many opens there were, and how many
+    /// serve calls returned.
+    final class Devices: Sendable {
+        let current = Mutex(EmulatedAccessory().makeResponder())
+        let opens = Atomic<Int>(0)
+        let ended = Atomic<Int>(0)
+
+        /// A client whose every open of the link is a socketpair served by ``current`` (as it
+        /// is then), speaking `http`, over the session layer if `session`.
+        func client(_ http: HTTPVersionChoice, session: Bool) -> AccessoryClient {
+            let pair = SocketPairTransport(name: "shutting-down device") { descriptor in
+                let responder = self.current.withLock { $0 }
+                self.opens.add(1, ordering: .relaxed)
+                let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+                Task {
+                    try? await responder.serve(descriptor: descriptor, on: eventLoop)
+                    self.ended.add(1, ordering: .relaxed)
+                }
+            }
+            var configuration = AccessoryClient.Configuration()
+            configuration.link.httpVersion = http.version
+            let transport: any ByteStreamTransport = session ? SessionTransport(wrapping: pair) : pair
+            return AccessoryClient(transport: transport, configuration: configuration)
+        }
+    }
+
+    /// 16 times: the shutdown begins while a 16 MiB download runs; the download ends whole (the
+    /// same SHA-256 as before any shutdown), the responder's serve call returns within 2 s, and
+    /// the next request, on a new link to the next responder (the device restarted), is
+    /// answered within 1 s. For each HTTP version, with and without the session layer.
+    @Test(arguments: [HTTPVersionChoice.http1, .http2], [false, true])
+    func aDownloadUnderWayEndsWholeAndTheNextIsAnswered(http: HTTPVersionChoice, session: Bool) async throws {
+        let devices = Devices()
+        let client = devices.client(http, session: session)
+        let path = "/bytes/\(16 << 20)"
+        var failure: (any Error)?
+        do throws(any Error) {
+            let (_, whole) = try await client.get(path)
+            let expected = Digest.hex(.sha256, of: whole.readableBytesView)
+            for attempt in 1...16 {
+                let responder = devices.current.withLock { $0 }
+                let endedBefore = devices.ended.load(ordering: .relaxed)
+                let body = try await client.execute(try AccessoryRequest(url: path)) { response in
+                    var collected = ByteBuffer()
+                    for try await var chunk in response.body {
+                        collected.writeBuffer(&chunk)
+                        if !responder.shutdown.hasBegun {
+                            // The device restarts: the next open is served by a new responder.
+                            devices.current.withLock { $0 = EmulatedAccessory().makeResponder() }
+                            responder.shutdown.begin()
+                        }
+                    }
+                    return collected
+                }
+                let digest = Digest.hex(.sha256, of: body.readableBytesView)
+                #expect(digest == expected, "attempt \(attempt): the download was not whole (\(body.readableBytes) B)")
+                let clock = ContinuousClock()
+                let shutDown = clock.now
+                while devices.ended.load(ordering: .relaxed) == endedBefore,
+                    clock.now - shutDown < TimeBounds.scaled(.seconds(2))
+                {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                #expect(
+                    devices.ended.load(ordering: .relaxed) > endedBefore,
+                    "attempt \(attempt): the responder still serves \(clock.now - shutDown) after its answer ended"
+                )
+                let started = clock.now
+                let (head, status) = try await client.get("/status")
+                #expect(head.status == .ok && String(buffer: status).contains("model"), "attempt \(attempt)")
+                #expect(
+                    clock.now - started < TimeBounds.scaled(.seconds(1)),
+                    "attempt \(attempt): the next took \(clock.now - started)"
+                )
+            }
+            // The first link, and one after each shutdown.
+            #expect(devices.opens.load(ordering: .relaxed) == 17)
+        } catch {
+            failure = error
+        }
+        await client.shutdown()
+        if let failure { throw failure }
+    }
+
+    /// A link with nothing under way ends at once when the shutdown begins: 16 times, an idle
+    /// link's serve call returns within 1 s, and the next request is answered on a new link.
+    @Test(arguments: [HTTPVersionChoice.http1, .http2], [false, true])
+    func anIdleLinkEndsAtOnce(http: HTTPVersionChoice, session: Bool) async throws {
+        let devices = Devices()
+        let client = devices.client(http, session: session)
+        var failure: (any Error)?
+        do throws(any Error) {
+            for attempt in 1...16 {
+                let (head, _) = try await client.get("/status")
+                #expect(head.status == .ok, "attempt \(attempt)")
+                let endedBefore = devices.ended.load(ordering: .relaxed)
+                let responder = devices.current.withLock { current in
+                    defer { current = EmulatedAccessory().makeResponder() }
+                    return current
+                }
+                let clock = ContinuousClock()
+                let shutDown = clock.now
+                responder.shutdown.begin()
+                while devices.ended.load(ordering: .relaxed) == endedBefore,
+                    clock.now - shutDown < TimeBounds.scaled(.seconds(2))
+                {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                let took = clock.now - shutDown
+                #expect(took < TimeBounds.scaled(.seconds(1)), "attempt \(attempt): the idle link ended after \(took)")
+            }
+            let (head, _) = try await client.get("/status")
+            #expect(head.status == .ok)
+            #expect(devices.opens.load(ordering: .relaxed) == 17)
+        } catch {
+            failure = error
+        }
+        await client.shutdown()
+        if let failure { throw failure }
+    }
+}
+
+extension GracefulShutdownTests {
+    /// 16 times: eight `/status` requests start together with the shutdown. Every one is
+    /// answered within 2 s, by this device or (refused with GOAWAY, or its link closed before it
+    /// was sent) by the next one: none fails.
+    @Test(arguments: [HTTPVersionChoice.http1, .http2], [false, true])
+    func requestsSentAsTheShutdownBeginsAreAnswered(http: HTTPVersionChoice, session: Bool) async throws {
+        let devices = Devices()
+        let client = devices.client(http, session: session)
+        var failure: (any Error)?
+        do throws(any Error) {
+            _ = try await client.get("/status")
+            for round in 1...16 {
+                let responder = devices.current.withLock { current in
+                    defer { current = EmulatedAccessory().makeResponder() }
+                    return current
+                }
+                let clock = ContinuousClock()
+                let started = clock.now
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for _ in 0..<8 {
+                        group.addTask {
+                            let (head, body) = try await client.get("/status")
+                            #expect(head.status == .ok && String(buffer: body).contains("model"), "round \(round)")
+                        }
+                    }
+                    responder.shutdown.begin()
+                    try await group.waitForAll()
+                }
+                #expect(
+                    clock.now - started < TimeBounds.scaled(.seconds(2)),
+                    "round \(round): the requests took \(clock.now - started)"
+                )
+            }
+        } catch {
+            failure = error
+        }
+        await client.shutdown()
+        if let failure { throw failure }
+    }
+}
+
+/// The HTTP version a test's link speaks (an argument Swift Testing can show).
+enum HTTPVersionChoice: String, CustomTestStringConvertible, Sendable {
+    case http1 = "HTTP/1.1"
+    case http2 = "HTTP/2"
+
+    var testDescription: String { self.rawValue }
+
+    var version: LinkOptions.HTTPVersion {
+        switch self {
+        case .http1: .http1_1
+        case .http2: .http2
+        }
+    }
+}
