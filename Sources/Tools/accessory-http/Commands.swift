@@ -39,12 +39,32 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
 
 /// Runs a command body, turning a `CLIError` into its message on stderr and its exit code, and
 /// cancelling the work on SIGINT/SIGTERM so links and serial lines are closed cleanly.
-func runReportingErrors(_ body: @escaping @Sendable () async throws -> Void) async throws {
+///
+/// With `shutdown` (a responder's), the first signal begins it instead: the links end gracefully
+/// (the answers under way are finished, an HTTP/2 connection sends GOAWAY), and the work is
+/// cancelled once no link is served any more, or `grace` later; a second signal cancels at once.
+func runReportingErrors(
+    shutdown: ResponderShutdown? = nil,
+    grace: Duration = .zero,
+    _ body: @escaping @Sendable () async throws -> Void
+) async throws {
     // The watcher first: a signal that came after the work started but before the watcher took
     // over SIGINT would kill the process outright (the default action), leaving a serial line's
     // settings changed and a temporary download file behind.
     let work = CancellableWork()
-    let signals = SignalWatcher { work.cancel() }
+    let signals = SignalWatcher {
+        // Without a responder, or at the second signal (SIGINT after SIGTERM): stop now.
+        guard let shutdown, !shutdown.hasBegun else {
+            work.cancel()
+            return
+        }
+        shutdown.begin()
+        Task {
+            // What is left once the links ended (a wait for the next host) is cancelled.
+            _ = await shutdown.linksEnded(within: grace)
+            work.cancel()
+        }
+    }
     defer { signals.stop() }
     let task = Task { try await body() }
     work.start(task)
@@ -231,9 +251,10 @@ struct Serve: AsyncParsableCommand {
         let socketMode = self.socketMode
         let socketGroup = self.socketGroup
         let configuration = self.limits.makeConfiguration()
-        try await runReportingErrors {
+        let responder = EmulatedAccessory().makeResponder(configuration: configuration)
+        // A second for the close itself after the connections' own grace.
+        try await runReportingErrors(shutdown: responder.shutdown, grace: configuration.shutdownGrace + .seconds(1)) {
             let (spec, _) = try globals.resolveDevice()
-            let responder = EmulatedAccessory().makeResponder(configuration: configuration)
             let group = MultiThreadedEventLoopGroup.singleton
             let tls = try globals.tls.serverConfiguration()
             switch spec.kind {

@@ -55,25 +55,27 @@ struct ServeGadget: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in
             ServiceLogHandler(label: label, level: verbose ? .info : .warning)
         }
-        try await runReportingErrors {
+        let emulator = EmulatedAccessory().handler
+        // With -v, each request served is logged: the USB VM test reads it to see which
+        // interface (which gadget function) carried a request.
+        let responder = HTTPResponder(
+            configuration: configuration,
+            handler: { request in
+                if verbose {
+                    StandardError.write(
+                        "\(ServiceLogHandler.timestamp()) * request \(request.head.method.rawValue) \(request.head.path ?? "")\n"
+                    )
+                }
+                return try await emulator(request)
+            }
+        )
+        // SIGTERM: the host's exchange under way is finished (an HTTP/2 host gets GOAWAY), then
+        // the gadget stops; while no host is served, it stops at once.
+        try await runReportingErrors(shutdown: responder.shutdown, grace: configuration.shutdownGrace + .seconds(1)) {
             var functionConfiguration = FunctionFSTransport.Configuration()
             functionConfiguration.readsInFlight = inFlight
             functionConfiguration.writesInFlight = inFlight
             let transport = FunctionFSTransport(directory: directory, configuration: functionConfiguration)
-            let emulator = EmulatedAccessory().handler
-            // With -v, each request served is logged: the USB VM test reads it to see which
-            // interface (which gadget function) carried a request.
-            let responder = HTTPResponder(
-                configuration: configuration,
-                handler: { request in
-                    if verbose {
-                        StandardError.write(
-                            "\(ServiceLogHandler.timestamp()) * request \(request.head.method.rawValue) \(request.head.path ?? "")\n"
-                        )
-                    }
-                    return try await emulator(request)
-                }
-            )
             let loop = MultiThreadedEventLoopGroup.singleton.next()
             if verbose { StandardError.write("* serving the emulated accessory on \(transport)\n") }
             signal(SIGUSR1, SIG_IGN)
@@ -92,7 +94,7 @@ struct ServeGadget: AsyncParsableCommand {
             }
             outputStall.resume()
             defer { outputStall.cancel() }
-            while !Task.isCancelled {
+            while !Task.isCancelled && !responder.shutdown.hasBegun {
                 do {
                     try await responder.serve(transport: transport, on: loop)
                 } catch  where Task.isCancelled {
