@@ -142,6 +142,33 @@ struct MachineTests {
         #expect(Array(outcome.delivered.readableBytesView) == Array("abcd".utf8) + [0xAC])
     }
 
+    /// A responder going away (a graceful shutdown began) answers no HELLO: neither in a
+    /// session nor in plain mode, nor one split into single bytes; what follows it is dropped.
+    @Test("after refuseNewSessions a HELLO is refused, not answered", arguments: [false, true])
+    func refusedHello(oneByteAtATime: Bool) {
+        var inSession = SessionResponderMachine()
+        _ = Self.feed(&inSession, Self.hello(3))
+        inSession.refuseNewSessions()
+        var input = Self.frame(.data, nonce: 3, sequence: 1, ByteBuffer(string: "GET / HTTP/1.1\r\n\r\n"))
+        input.writeImmutableBuffer(Self.hello(4))
+        input.writeImmutableBuffer(Self.frame(.data, nonce: 4, sequence: 1, ByteBuffer(string: "GET /next")))
+        let outcome = Self.feed(&inSession, input, oneByteAtATime: oneByteAtATime)
+        #expect(String(buffer: outcome.delivered) == "GET / HTTP/1.1\r\n\r\n")
+        #expect(outcome.abandons == [.refused])
+        #expect(outcome.written.readableBytes == 0, "no HELLO_ACK")
+        #expect(inSession.mode == .hunting)
+
+        var plain = SessionResponderMachine()
+        plain.refuseNewSessions()
+        var plainInput = ByteBuffer(string: "GET /a HTTP/1.1\r\n\r\n")
+        plainInput.writeImmutableBuffer(Self.hello(5))
+        plainInput.writeString("GET /b HTTP/1.1\r\n\r\n")
+        let plainOutcome = Self.feed(&plain, plainInput, oneByteAtATime: oneByteAtATime)
+        #expect(String(buffer: plainOutcome.delivered) == "GET /a HTTP/1.1\r\n\r\n")
+        #expect(plainOutcome.abandons == [.refused])
+        #expect(plainOutcome.written.readableBytes == 0, "no HELLO_ACK")
+    }
+
     @Test("the host's CLOSE returns to plain mode; the bytes after it are plain")
     func closeReturnsToPlain() {
         var machine = SessionResponderMachine()

@@ -250,9 +250,15 @@ public struct HTTPResponder: Sendable {
         let channel = served.channel
         self.shutdown.linkStarted()
         defer { self.shutdown.linkEnded() }
-        // A graceful shutdown: the HTTP handlers end the link once what is under way is answered.
+        // A graceful shutdown: the HTTP handlers end the link once what is under way is answered,
+        // and the session layer takes no new session (a host's HELLO closes the transport, so
+        // the host opens it again instead of sending a request into a session about to end).
+        let sessionLayer = served.session
         let quiesce = self.shutdown.onBegin {
-            channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+            channel.eventLoop.execute {
+                sessionLayer?.value.refuseNewSessions()
+                channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+            }
         }
         defer { self.shutdown.forget(quiesce) }
         guard let session = served.session else {

@@ -30,6 +30,9 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
         case integrity
         /// The HTTP layer closed its stream inside a session (CLOSE 01 was sent).
         case endedByResponder
+        /// A HELLO came after ``refuseNewSessions()``: it was not answered, and the transport
+        /// is closing.
+        case refused
         /// The transport itself closed or its input ended: stop serving.
         case transportClosed
     }
@@ -92,6 +95,14 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
         self.reading = true
         context.read()
         self.watchForStall(context: context)
+    }
+
+    /// The responder is going away (a graceful shutdown began): the stream under way is served
+    /// on, but a HELLO from now on is not answered; the transport closes instead, so the host
+    /// opens it again rather than sending a request into a session that would end under it
+    /// (docs/framing.md §3). Event loop only.
+    public func refuseNewSessions() {
+        self.machine.refuseNewSessions()
     }
 
     /// Closes the transport itself (a close from the HTTP layer inside a session only ends that
@@ -280,6 +291,12 @@ public final class SessionResponderHandler: ChannelDuplexHandler, RemovableChann
                 case .restart: self.detach(.restart, context: context)
                 case .closedByHost: self.detach(.closedByHost, context: context)
                 case .integrity: self.detach(.integrity, context: context)
+                case .refused:
+                    self.detach(.refused, context: context)
+                    if !self.closingTransport {
+                        self.closingTransport = true
+                        context.close(mode: .all, promise: nil)
+                    }
                 }
             case .trace(let frame, let sent):
                 self.tracer?("\(sent ? ">" : "<") session \(frame)")

@@ -35,6 +35,9 @@ public struct SessionResponderMachine: Sendable {
         case closedByHost
         /// The host's bytes could not be verified; CLOSE 02 follows.
         case integrity(String)
+        /// A HELLO came after ``refuseNewSessions()``: it is not answered, and the transport
+        /// should close (docs/framing.md §3, a responder going away).
+        case refused
     }
 
     /// The current state; ``Mode/plain`` at the start.
@@ -48,6 +51,8 @@ public struct SessionResponderMachine: Sendable {
     /// The session this side ended with CLOSE 01, while frames of it the host sent before it saw
     /// the CLOSE may still arrive (in plain mode; see ``dropEndedSessionFrames()``).
     private var endedSession: UInt64?
+    /// Set by ``refuseNewSessions()``: a HELLO is no longer answered.
+    private var refusesSessions = false
 
     /// A machine in plain mode, at the start of a stream.
     ///
@@ -55,6 +60,15 @@ public struct SessionResponderMachine: Sendable {
     ///   ``Action/trace(_:sent:)``; `false` by default.
     public init(tracing: Bool = false) {
         self.tracing = tracing
+    }
+
+    /// The responder is going away (a graceful shutdown began): from now on a HELLO is not
+    /// answered but returned as ``Abandon/refused``, and everything after it is discarded, so
+    /// that the host, which gave up its old session, opens the transport again (to the next
+    /// device) instead of sending a request into a session that the closing transport would
+    /// end. The session or plain stream under way is served on.
+    public mutating func refuseNewSessions() {
+        self.refusesSessions = true
     }
 
     /// Bytes from the host.
@@ -267,6 +281,11 @@ public struct SessionResponderMachine: Sendable {
 
     private mutating func restart(_ hello: SessionFrame) -> [Action] {
         self.endedSession = nil
+        if self.refusesSessions {
+            self.mode = .hunting
+            self.reader.discardAll()
+            return (self.tracing ? [.trace(hello, sent: false)] : []) + [.abandon(why: .refused)]
+        }
         let version = min(
             hello.payload.getInteger(at: hello.payload.readerIndex, as: UInt8.self) ?? 1,
             SessionFrame.version
