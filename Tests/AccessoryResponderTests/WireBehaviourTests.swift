@@ -151,6 +151,38 @@ struct WireBehaviourTests {
         }
     }
 
+    /// A graceful shutdown begins while an upload waits for `100 Continue`: the interim answer
+    /// keeps the link open (no `Connection: close` on it, which would tell the host not to send
+    /// the body), the final one says `Connection: close`, and the link then ends. (Until
+    /// 2026-12-05 the interim answer said `Connection: close` too.)
+    @Test func aShutdownDuringA100ContinueUploadClosesAfterTheFinalAnswer() async throws {
+        let shutdownBegun = AsyncStream<Void>.makeStream()
+        let responder = HTTPResponder { request in
+            // The body is asked for (and 100 Continue written) only once the shutdown began.
+            for await _ in shutdownBegun.stream { break }
+            let body = try await request.body.collect(upTo: 1024)
+            return ResponderResponse(status: .ok, body: .bytes(body))
+        }
+        try await LinkFixture.withLink(responder: responder) { link in
+            try await link.send(
+                "POST /echo HTTP/1.1\r\nHost: accessory\r\nContent-Length: 11\r\nExpect: 100-continue\r\n\r\n"
+            )
+            try await Task.sleep(for: .milliseconds(50))  // the head is read, the handler waits
+            responder.shutdown.begin()
+            try await Task.sleep(for: .milliseconds(50))
+            shutdownBegun.continuation.yield()
+            let interim = try await link.readResponse()
+            #expect(interim.status == 100)
+            #expect(interim.header("connection") == nil)
+            try await link.send("hello world")
+            let final = try await link.readResponse()
+            #expect(final.status == 200)
+            #expect(String(decoding: final.body, as: UTF8.self) == "hello world")
+            #expect(final.header("connection") == "close")
+            #expect(try await link.peerClosesWithoutData(), "the link ends after the final answer")
+        }
+    }
+
     @Test func anUploadWithoutDigestReportsItsLengthOnly() async throws {
         try await LinkFixture.withLink { link in
             try await link.send(

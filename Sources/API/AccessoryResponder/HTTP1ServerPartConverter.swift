@@ -11,6 +11,10 @@ import NIOHTTPTypesHTTP1
 /// needed for the rare absolute form), and it drops the HTTP version, so an HTTP/1.0 request
 /// could not be told to close. Here an HTTP/1.0 request without `Connection: keep-alive` gets
 /// `Connection: close` added, so the responder closes after answering it.
+///
+/// It also ends the link gracefully once a shutdown began (``HTTP1LinkEnd``, at the latest
+/// after `shutdownBound`): it already sees every request head and every response part, and one
+/// handler less is one hop less for every part of every exchange.
 final class HTTP1ServerPartConverter: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -20,10 +24,19 @@ final class HTTP1ServerPartConverter: ChannelDuplexHandler, RemovableChannelHand
     /// Set after a head could not be converted: the rest of that request is dropped, because the
     /// stream is already failed and the link will close.
     private var discarding = false
+    private var linkEnd = HTTP1LinkEnd()
+    private let shutdownBound: TimeAmount
+    private var closing = false
+    private var shutdownTimer: Scheduled<Void>?
+
+    init(shutdownBound: TimeAmount) {
+        self.shutdownBound = shutdownBound
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch Self.unwrapInboundIn(data) {
         case .head(let head):
+            self.linkEnd.requestHeadArrived()
             do {
                 let request = try Self.convert(head)
                 self.discarding = false
@@ -44,13 +57,59 @@ final class HTTP1ServerPartConverter: ChannelDuplexHandler, RemovableChannelHand
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch Self.unwrapOutboundIn(data) {
-        case .head(let response):
+        case .head(var response):
+            self.linkEnd.responseHead(&response)
             context.write(Self.wrapOutboundOut(.head(HTTPResponseHead(response))), promise: promise)
         case .body(let body):
             context.write(Self.wrapOutboundOut(.body(.byteBuffer(body))), promise: promise)
         case .end(let trailers):
-            context.write(Self.wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) })), promise: promise)
+            let end = Self.wrapOutboundOut(.end(trailers.map { HTTPHeaders($0) }))
+            guard self.linkEnd.responseEnded() else {
+                context.write(end, promise: promise)
+                return
+            }
+            // The close waits for the answer's end to leave: NIO's close drops pending writes.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            written.futureResult.whenComplete { result in
+                promise?.completeWith(result)
+                let (handler, context) = loopBound.value
+                handler.closeLink(context: context)
+            }
+            context.writeAndFlush(end, promise: written)
         }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        switch self.linkEnd.quiesce() {
+        case .nothing:
+            break
+        case .closeNow:
+            self.closeLink(context: context)
+        case .closeAfterAnswer:
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            self.shutdownTimer = context.eventLoop.scheduleTask(in: self.shutdownBound) {
+                let (handler, context) = loopBound.value
+                handler.closeLink(context: context)
+            }
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.shutdownTimer?.cancel()
+        self.shutdownTimer = nil
+    }
+
+    private func closeLink(context: ChannelHandlerContext) {
+        guard !self.closing else { return }
+        self.closing = true
+        self.shutdownTimer?.cancel()
+        self.shutdownTimer = nil
+        context.close(promise: nil)
     }
 
     static func convert(_ head: HTTPRequestHead) throws -> HTTPRequest {

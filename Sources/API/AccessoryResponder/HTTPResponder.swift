@@ -254,8 +254,12 @@ public struct HTTPResponder: Sendable {
         // and the session layer takes no new session (a host's HELLO closes the transport, so
         // the host opens it again instead of sending a request into a session about to end).
         let sessionLayer = served.session
+        let transportClose = served.transportClose
         let quiesce = self.shutdown.onBegin {
             channel.eventLoop.execute {
+                // The close that waits until the host took what was written goes in at the
+                // bottom now, before the event that makes the HTTP handlers end the link.
+                try? channel.pipeline.syncOperations.addHandler(transportClose.value, position: .first)
                 sessionLayer?.value.refuseNewSessions()
                 channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
             }

@@ -27,7 +27,7 @@ struct ServedLink: Sendable {
     let session: NIOLoopBound<SessionResponderHandler>?
     let streamLayer: ResponderStreamLayer?
     let streamHandlers: NIOLoopBound<StreamLayerHandlers>
-    /// Closes the transport gracefully after a shutdown began.
+    /// Closes the transport gracefully after a shutdown began; not in the pipeline until then.
     let transportClose: NIOLoopBound<GracefulTransportClose>
 }
 
@@ -35,9 +35,9 @@ struct ServedLink: Sendable {
 enum ResponderPipeline {
 
     /// The session layer (when the configuration accepts sessions and `sessions` is true) and
-    /// the HTTP handlers above it, over the handler that closes the transport gracefully
-    /// (`halfCloses`: the transport is a socket; `sendQueue`: its kernel send queue, when
-    /// known). Must run on the channel's event loop.
+    /// the HTTP handlers above it, and the handler that will close the transport gracefully
+    /// once a shutdown begins (`halfCloses`: the transport is a socket; `sendQueue`: its kernel
+    /// send queue, when known). Must run on the channel's event loop.
     static func configureLink(
         _ channel: any Channel,
         configuration: ResponderConfiguration,
@@ -46,9 +46,10 @@ enum ResponderPipeline {
         sendQueue: KernelSendQueue? = nil,
         streamLayer: ResponderStreamLayer? = nil
     ) throws -> ServedLink {
+        // Made now, added to the bottom of the pipeline only when a shutdown begins: until then
+        // it would be one more handler every byte of the link passes.
         let transportClose = GracefulTransportClose(halfCloses: halfCloses, lingerBound: .seconds(2))
         transportClose.sendQueue = sendQueue
-        try channel.pipeline.syncOperations.addHandler(transportClose)
         let session = sessions ? try self.addSessionLayer(channel, configuration: configuration) : nil
         // A stream layer's connection (TLS) ends without the line: the next host starts anew.
         if streamLayer != nil { session?.plainStreamsEndAlone = true }
@@ -142,10 +143,7 @@ enum ResponderPipeline {
             withEncoderConfiguration: .init(),
             withDecoderLimitConfiguration: limits
         )
-        try sync.addHandlers(
-            HTTP1ConnectionEnd(bound: TimeAmount(configuration.shutdownGrace)),
-            HTTP1ServerPartConverter()
-        )
+        try sync.addHandler(HTTP1ServerPartConverter(shutdownBound: TimeAmount(configuration.shutdownGrace)))
         let handler = ResponderLinkHandler(eventLoop: channel.eventLoop, http2Stream: false)
         try sync.addHandler(handler)
         return ResponderLink(channel: channel, handler: handler)
@@ -174,14 +172,13 @@ enum ResponderPipeline {
     ) -> EventLoopFuture<EventLoopFuture<NegotiatedLink>> {
         let sync = channel.pipeline.syncOperations
         // Whatever the last stream had above the session layer: the detector if no byte came,
-        // else HTTP/1.1's five handlers (configureHTTPServerPipeline adds exactly an encoder and
+        // else HTTP/1.1's four handlers (configureHTTPServerPipeline adds exactly an encoder and
         // a decoder with these options) or HTTP/2's handler and the one that ends its connection.
         let contexts =
             [
                 try? sync.context(handlerType: HTTPVersionDetector.self),
                 try? sync.context(handlerType: ResponderLinkHandler.self),
                 try? sync.context(handlerType: HTTP1ServerPartConverter.self),
-                try? sync.context(handlerType: HTTP1ConnectionEnd.self),
                 try? sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
                 try? sync.context(handlerType: HTTPResponseEncoder.self),
                 try? sync.context(handlerType: NIOHTTP2Handler.self),
