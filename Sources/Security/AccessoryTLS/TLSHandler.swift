@@ -69,6 +69,21 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         )
     }
 
+    /// Adds the handler to `channel`'s pipeline (on its event loop). If that fails (the
+    /// channel closed meanwhile, say a responder shutting down as a new session began), the
+    /// handshake fails at once: nobody waits on it, and its promise is not dropped unfulfilled
+    /// (NIO's debug builds stop the process on that).
+    func add(to channel: any Channel) throws {
+        do {
+            try channel.pipeline.syncOperations.addHandler(self)
+        } catch {
+            self.failEverything(
+                TLSError(.closedDuringHandshake, "the TLS handler could not join the link's pipeline: \(error)")
+            )
+            throw error
+        }
+    }
+
     public func channelActive(context: ChannelHandlerContext) {
         context.fireChannelActive()
         if case .idle = self.state { self.startHandshake(context: context) }

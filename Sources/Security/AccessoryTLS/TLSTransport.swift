@@ -118,7 +118,7 @@ public struct TLSTransport: ByteStreamTransport {
                 configuration: context.configuration,
                 handshakePromise: promise
             )
-            try channel.pipeline.syncOperations.addHandler(handler)
+            try handler.add(to: channel)
             current.value = handler
             handshake = promise.futureResult
         } catch {
@@ -199,7 +199,7 @@ public struct TLSServerContext: Sendable {
     /// the session layer, docs/framing.md §8). Call on the channel's event loop.
     public func addHandler(to channel: any Channel) throws -> TLSHandler {
         let handler = try TLSHandler.make(context: self, eventLoop: channel.eventLoop)
-        try channel.pipeline.syncOperations.addHandler(handler)
+        try handler.add(to: channel)
         // A failed handshake is logged by nobody else; the handler has ended the stream.
         handler.handshakeFuture?.whenFailure { _ in }
         return handler
@@ -213,7 +213,7 @@ public struct TLSServerContext: Sendable {
         return { channel in
             channel.eventLoop.makeCompletedFuture {
                 let handler = try TLSHandler.make(context: context, eventLoop: channel.eventLoop)
-                try channel.pipeline.syncOperations.addHandler(handler)
+                try handler.add(to: channel)
                 // A failed handshake is logged by nobody else; the handler has closed the link.
                 handler.handshakeFuture?.whenFailure { _ in }
             }
