@@ -184,18 +184,3 @@ extension GracefulShutdownTests {
         if let failure { throw failure }
     }
 }
-
-/// The HTTP version a test's link speaks (an argument Swift Testing can show).
-enum HTTPVersionChoice: String, CustomTestStringConvertible, Sendable {
-    case http1 = "HTTP/1.1"
-    case http2 = "HTTP/2"
-
-    var testDescription: String { self.rawValue }
-
-    var version: LinkOptions.HTTPVersion {
-        switch self {
-        case .http1: .http1_1
-        case .http2: .http2
-        }
-    }
-}

@@ -162,13 +162,6 @@ final class FaultInjector: ChannelInboundHandler, @unchecked Sendable {
     }
 }
 
-/// The HTTP version a test's link speaks.
-enum HTTPVersionChoice: String, CustomStringConvertible, Sendable {
-    case http1 = "1.1"
-    case http2 = "2"
-    var description: String { self.rawValue }
-}
-
 /// The session layer under a line that damages what it carries: every exchange either returns
 /// exactly the right body, or fails with an error (or is retried transparently); none hangs,
 /// none delivers a wrong body as a success, and the link answers again once the damage stops.
@@ -251,7 +244,7 @@ extension SessionIOSuites {
                     // answer over 64 bytes a tick, and the streams behind it on one HTTP/2
                     // connection time out for seconds without anything being wedged.
                     if consecutive == 8 * TimeBounds.factor {
-                        print("fault soak (\(kind), HTTP/\(http)) wedged at exchange \(index): \(error.message)")
+                        print("fault soak (\(kind), \(http)) wedged at exchange \(index): \(error.message)")
                         for line in ring.withLock({ $0 }) { print("  trace: \(line)") }
                         Issue.record(
                             "the link wedged at exchange \(index): \(consecutive) timeouts in a row (trace above)"
@@ -282,7 +275,7 @@ extension SessionIOSuites {
                 after the faults stopped \(recovered)/10 answered; the line opened \(opens) times, \
                 the session restarted in band \(renewals) times
                 """
-            print("fault soak (\(kind), HTTP/\(http)): \(report)")
+            print("fault soak (\(kind), \(http)): \(report)")
             #expect(wrong == 0, "\(report)")
             #expect(hung == 0, "\(report)")
             #expect(recovered == 10, "\(report)")
