@@ -318,11 +318,11 @@ let package = Package(
 
         // MARK: Tests
         // What several test targets share (time bounds that know about sanitized builds, a
-        // shared line, an abandoned download).
+        // shared line, an abandoned download, a device that restarts after a graceful shutdown).
         .target(
             name: "AccessoryTestSupport",
             dependencies: [
-                "AccessoryClient", "AccessoryTransport",
+                "AccessoryClient", "AccessoryTransport", "AccessoryResponder", "AccessoryEmulator", "AccessoryCrypto",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],

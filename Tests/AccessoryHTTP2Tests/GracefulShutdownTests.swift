@@ -1,5 +1,4 @@
 import AccessoryClient
-import AccessoryCrypto
 import AccessoryEmulator
 import AccessoryHTTP1
 import AccessoryResponder
@@ -8,7 +7,6 @@ import AccessoryTestSupport
 import AccessoryTransport
 import NIOCore
 import NIOPosix
-import Synchronization
 import Testing
 
 /// A device's graceful shutdown (``HTTPResponder/shutdown``; `serve` on SIGTERM): the answers
@@ -17,30 +15,21 @@ import Testing
 /// was to cancel it, which cut a download under way.
 @Suite("Graceful shutdown of the responder", .timeLimit(.minutes(3)))
 struct GracefulShutdownTests {
-    /// The responder serving the next open of the link, how many opens there were, and how many
-    /// serve calls returned.
-    final class Devices: Sendable {
-        let current = Mutex(EmulatedAccessory().makeResponder())
-        let opens = Atomic<Int>(0)
-        let ended = Atomic<Int>(0)
-
-        /// A client whose every open of the link is a socketpair served by ``current`` (as it
-        /// is then), speaking `http`, over the session layer if `session`.
-        func client(_ http: HTTPVersionChoice, session: Bool) -> AccessoryClient {
-            let pair = SocketPairTransport(name: "shutting-down device") { descriptor in
-                let responder = self.current.withLock { $0 }
-                self.opens.add(1, ordering: .relaxed)
-                let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-                Task {
-                    try? await responder.serve(descriptor: descriptor, on: eventLoop)
-                    self.ended.add(1, ordering: .relaxed)
-                }
+    /// A client whose every open of the link is a socketpair served by `device`'s current
+    /// responder, speaking `http`, over the session layer if `session`.
+    static func client(of device: RestartingDevice, _ http: HTTPVersionChoice, session: Bool) -> AccessoryClient {
+        let pair = SocketPairTransport(name: "shutting-down device") { descriptor in
+            let responder = device.responderForNewLink()
+            let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+            Task {
+                try? await responder.serve(descriptor: descriptor, on: eventLoop)
+                device.linkEnded()
             }
-            var configuration = AccessoryClient.Configuration()
-            configuration.link.httpVersion = http.version
-            let transport: any ByteStreamTransport = session ? SessionTransport(wrapping: pair) : pair
-            return AccessoryClient(transport: transport, configuration: configuration)
         }
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = http.version
+        let transport: any ByteStreamTransport = session ? SessionTransport(wrapping: pair) : pair
+        return AccessoryClient(transport: transport, configuration: configuration)
     }
 
     /// 16 times: the shutdown begins while a 16 MiB download runs; the download ends whole (the
@@ -49,49 +38,16 @@ struct GracefulShutdownTests {
     /// answered within 1 s. For each HTTP version, with and without the session layer.
     @Test(arguments: [HTTPVersionChoice.http1, .http2], [false, true])
     func aDownloadUnderWayEndsWholeAndTheNextIsAnswered(http: HTTPVersionChoice, session: Bool) async throws {
-        let devices = Devices()
-        let client = devices.client(http, session: session)
-        let path = "/bytes/\(16 << 20)"
+        let devices = RestartingDevice()
+        let client = Self.client(of: devices, http, session: session)
         var failure: (any Error)?
         do throws(any Error) {
-            let (_, whole) = try await client.get(path)
-            let expected = Digest.hex(.sha256, of: whole.readableBytesView)
-            for attempt in 1...16 {
-                let responder = devices.current.withLock { $0 }
-                let endedBefore = devices.ended.load(ordering: .relaxed)
-                let body = try await client.execute(try AccessoryRequest(url: path)) { response in
-                    var collected = ByteBuffer()
-                    for try await var chunk in response.body {
-                        collected.writeBuffer(&chunk)
-                        if !responder.shutdown.hasBegun {
-                            // The device restarts: the next open is served by a new responder.
-                            devices.current.withLock { $0 = EmulatedAccessory().makeResponder() }
-                            responder.shutdown.begin()
-                        }
-                    }
-                    return collected
-                }
-                let digest = Digest.hex(.sha256, of: body.readableBytesView)
-                #expect(digest == expected, "attempt \(attempt): the download was not whole (\(body.readableBytes) B)")
-                let clock = ContinuousClock()
-                let shutDown = clock.now
-                while devices.ended.load(ordering: .relaxed) == endedBefore,
-                    clock.now - shutDown < TimeBounds.scaled(.seconds(2))
-                {
-                    try await Task.sleep(for: .milliseconds(10))
-                }
-                #expect(
-                    devices.ended.load(ordering: .relaxed) > endedBefore,
-                    "attempt \(attempt): the responder still serves \(clock.now - shutDown) after its answer ended"
-                )
-                let started = clock.now
-                let (head, status) = try await client.get("/status")
-                #expect(head.status == .ok && String(buffer: status).contains("model"), "attempt \(attempt)")
-                #expect(
-                    clock.now - started < TimeBounds.scaled(.seconds(1)),
-                    "attempt \(attempt): the next took \(clock.now - started)"
-                )
-            }
+            let problems = try await devices.shutDownInTheMiddleOfDownloads(
+                client,
+                path: "/bytes/\(16 << 20)",
+                rounds: 16
+            )
+            #expect(problems.isEmpty, "\(problems.joined(separator: "; "))")
             // The first link, and one after each shutdown.
             #expect(devices.opens.load(ordering: .relaxed) == 17)
         } catch {
@@ -105,8 +61,8 @@ struct GracefulShutdownTests {
     /// link's serve call returns within 1 s, and the next request is answered on a new link.
     @Test(arguments: [HTTPVersionChoice.http1, .http2], [false, true])
     func anIdleLinkEndsAtOnce(http: HTTPVersionChoice, session: Bool) async throws {
-        let devices = Devices()
-        let client = devices.client(http, session: session)
+        let devices = RestartingDevice()
+        let client = Self.client(of: devices, http, session: session)
         var failure: (any Error)?
         do throws(any Error) {
             for attempt in 1...16 {
@@ -150,8 +106,8 @@ extension GracefulShutdownTests {
     /// sent again on that session, its one resend spent, failed in 2 runs of this test in 12.)
     @Test(arguments: [HTTPVersionChoice.http1, .http2], [false, true])
     func requestsSentAsTheShutdownBeginsAreAnswered(http: HTTPVersionChoice, session: Bool) async throws {
-        let devices = Devices()
-        let client = devices.client(http, session: session)
+        let devices = RestartingDevice()
+        let client = Self.client(of: devices, http, session: session)
         var failure: (any Error)?
         do throws(any Error) {
             _ = try await client.get("/status")
