@@ -55,7 +55,7 @@ public final class EndStreamCoalescer: ChannelOutboundHandler, RemovableChannelH
     }
 
     /// `payload` with END_STREAM set, if it is a HEADERS or DATA frame that can carry it.
-    static func ending(_ payload: HTTP2Frame.FramePayload) -> HTTP2Frame.FramePayload? {
+    public static func ending(_ payload: HTTP2Frame.FramePayload) -> HTTP2Frame.FramePayload? {
         switch payload {
         case .headers(var headers):
             headers.endStream = true

@@ -28,7 +28,8 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     private var readStreams: [ClientStream] = []
     private var nextStreamID: Int32
     private var connectionWindow: InboundWindow
-    private let streamWindow: Int
+    /// The window a new stream starts with: the one announced, once the device has it.
+    private var initialStreamWindow = InitialStreamWindow()
     /// Why no new stream may open here: the connection closed, the device sent GOAWAY, or the
     /// stream IDs ran out. The link opens another connection, and this one closes once its last
     /// stream is over.
@@ -55,11 +56,9 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
 
     /// - Parameters:
     ///   - connectionWindow: the connection's receive window, kept topped up to it.
-    ///   - streamWindow: each stream's receive window (SETTINGS_INITIAL_WINDOW_SIZE).
     ///   - firstStreamID: the first stream's ID (odd; a test starts near the end of the range).
-    init(connectionWindow: Int, streamWindow: Int, firstStreamID: Int32 = 1) {
+    init(connectionWindow: Int, firstStreamID: Int32 = 1) {
         self.connectionWindow = InboundWindow(target: connectionWindow)
-        self.streamWindow = streamWindow
         self.nextStreamID = firstStreamID
     }
 
@@ -94,7 +93,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
             id: id,
             streams: self,
             batches: batches,
-            window: InboundWindow(target: self.streamWindow)
+            window: InboundWindow(target: self.initialStreamWindow.size)
         )
         self.streams[id] = stream
         return stream
@@ -230,6 +229,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
                 self.writeWindowUpdate(increment, for: stream.id)
             }
         case let changed as NIOHTTP2BulkStreamWindowChangeEvent:
+            self.initialStreamWindow.changed(by: changed.delta)
             for stream in self.streams.values {
                 if let increment = stream.window.initialWindowSizeChanged(delta: changed.delta) {
                     self.writeWindowUpdate(increment, for: stream.id)

@@ -278,7 +278,6 @@ extension HTTP2Link {
                 guard configuration.decompressResponses else {
                     let streams = HTTP2ClientStreams(
                         connectionWindow: HTTP2Windows.connection,
-                        streamWindow: HTTP2Windows.stream,
                         firstStreamID: firstStreamID
                     )
                     let http2 = NIOHTTP2Handler(

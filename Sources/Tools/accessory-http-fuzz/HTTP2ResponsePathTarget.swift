@@ -32,7 +32,7 @@ enum HTTP2ResponsePathTarget {
         let options = input.byte()
         let cancels = input.byte()
         let settings = HTTP2Windows.configuration()
-        let table = HTTP2ClientStreams(connectionWindow: HTTP2Windows.connection, streamWindow: HTTP2Windows.stream)
+        let table = HTTP2ClientStreams(connectionWindow: HTTP2Windows.connection)
         let loop = channel.embeddedEventLoop
         var streams: [(stream: ClientStream, seen: StreamRecord)] = []
         do {
