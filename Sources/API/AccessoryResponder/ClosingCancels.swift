@@ -39,8 +39,13 @@ final class StreamTasks: Sendable {
 
     private let state = Mutex(State())
 
-    /// Serves `stream` with `body` in a task of its own on `executor`.
-    func start(_ stream: any Channel, on executor: any TaskExecutor, _ body: @escaping @Sendable () async -> Void) {
+    /// Serves a stream with `body` in a task of its own on `executor`, cancelled once `closed`
+    /// (the stream's end) completes.
+    func start(
+        until closed: EventLoopFuture<Void>,
+        on executor: any TaskExecutor,
+        _ body: @escaping @Sendable () async -> Void
+    ) {
         let id = self.state.withLock { state in
             defer { state.nextID &+= 1 }
             return state.nextID
@@ -56,7 +61,7 @@ final class StreamTasks: Sendable {
             return state.cancelled
         }
         if cancelled { task.cancel() }
-        stream.closeFuture.whenComplete { _ in task.cancel() }
+        closed.whenComplete { _ in task.cancel() }
     }
 
     /// Cancels every task, and every task started from now on.

@@ -17,10 +17,11 @@ import NIOHTTP2
 /// pending, and NIOHTTP2Handler reports a stream closed once its last frame left the handler,
 /// not once its bytes left the process, so a close at once could cut an answer's tail.
 ///
-/// It sits above NIOHTTP2Handler and learns of streams from ``ResponderStreamEvents``:
-/// NIOHTTP2Handler with its inline multiplexer tells only its stream delegate, not the pipeline
-/// (before 2026-11-30 a handler here counted pipeline events that never came, and so closed at
-/// once with streams still open: a host that half-closed after its request got no answer).
+/// It sits above ``HTTP2ServerStreams`` and counts the streams from the events NIOHTTP2Handler
+/// (made without a multiplexer) sends up the pipeline. With a multiplexer it would tell only its
+/// stream delegate: before 2026-11-30 a handler here counted pipeline events that never came,
+/// and so closed at once with streams still open (a host that half-closed after its request got
+/// no answer).
 final class HTTP2ConnectionEnd: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = Any
     typealias OutboundIn = Any
@@ -54,15 +55,15 @@ final class HTTP2ConnectionEnd: ChannelDuplexHandler, RemovableChannelHandler {
         self.context = nil
     }
 
-    /// A stream opened (on the event loop).
-    func streamOpened(_ id: HTTP2StreamID) {
+    /// A stream opened.
+    private func streamOpened(_ id: HTTP2StreamID) {
         self.openStreams += 1
         self.lastStream = max(self.lastStream, id)
     }
 
-    /// A stream closed (on the event loop). NIOHTTP2Handler tells its delegate once the stream's
-    /// last frame was written below it (perhaps not flushed yet: the last GOAWAY flushes it).
-    func streamClosed() {
+    /// A stream closed. NIOHTTP2Handler tells once the stream's last frame was written below it
+    /// (perhaps not flushed yet: the last GOAWAY flushes it).
+    private func streamClosed() {
         self.openStreams = max(0, self.openStreams - 1)
         if self.endAsked && self.openStreams == 0, let context = self.context {
             self.close(context: context, flushWithin: self.flushBound)
@@ -70,7 +71,11 @@ final class HTTP2ConnectionEnd: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .inputClosed = event as? ChannelEvent {
+        if let created = event as? NIOHTTP2StreamCreatedEvent {
+            self.streamOpened(created.streamID)
+        } else if event is StreamClosedEvent {
+            self.streamClosed()
+        } else if case .inputClosed = event as? ChannelEvent {
             self.askToEnd(context: context, within: self.inputEndBound)
         } else if event is ChannelShouldQuiesceEvent {
             // Taken here: below, nothing else would act on it, and the HTTP/1.1 handlers a
@@ -134,17 +139,3 @@ final class HTTP2ConnectionEnd: ChannelDuplexHandler, RemovableChannelHandler {
 
 @available(*, unavailable)
 extension HTTP2ConnectionEnd: Sendable {}
-
-/// Where NIOHTTP2Handler reports its streams opening and closing (its inline multiplexer tells
-/// only this delegate). Called on the connection's event loop.
-struct ResponderStreamEvents: NIOHTTP2StreamDelegate {
-    let connectionEnd: NIOLoopBound<HTTP2ConnectionEnd>
-
-    func streamCreated(_ id: HTTP2StreamID, channel: any Channel) {
-        self.connectionEnd.value.streamOpened(id)
-    }
-
-    func streamClosed(_ id: HTTP2StreamID, channel: any Channel) {
-        self.connectionEnd.value.streamClosed()
-    }
-}

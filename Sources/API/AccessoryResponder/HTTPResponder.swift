@@ -331,36 +331,34 @@ public struct HTTPResponder: Sendable {
         switch negotiated {
         case .http1(let link):
             let executor = LinkSession.executor(for: channel.eventLoop, self.configuration)
-            await ClosingCancels.run(until: link.channel, on: executor) {
+            await ClosingCancels.run(until: channel, on: executor) {
                 var session = self.session(link)
                 session.executor = executor
                 await session.run()
             }
-        case .http2(let multiplexer):
-            // The loop that accepts streams and every stream's task run on one executor (the
-            // connection's event loop by default): a stream's request is then read, answered
-            // and written without waking another thread, and without a hop between executors.
-            // A stream the host resets (a cancel, a deadline) ends its handler's work at once.
+        case .http2(let streams):
+            // Every stream's task runs on one executor (the connection's event loop by
+            // default): a stream's request is then read, answered and written without waking
+            // another thread. A stream the host resets (a cancel, a deadline) ends its
+            // handler's work at once.
             let executor = LinkSession.executor(for: channel.eventLoop, self.configuration)
-            let streams = StreamTasks()
-            await withTaskExecutorPreference(executor) {
-                await withTaskCancellationHandler {
-                    do {
-                        for try await stream in multiplexer.inbound {
-                            streams.start(stream.channel, on: executor) {
-                                var session = self.session(stream, http2: true)
-                                session.executor = executor
-                                await session.run()
-                            }
-                        }
-                    } catch {
-                        self.logger.debug("HTTP/2 link ended", metadata: ["error": "\(error)"])
-                    }
-                    await streams.waitForAll()
-                } onCancel: {
-                    streams.cancelAll()
+            let tasks = StreamTasks()
+            let serveStream: @Sendable (ResponderLink) -> Void = { stream in
+                tasks.start(until: stream.closeFuture, on: executor) {
+                    var session = self.session(stream, http2: true)
+                    session.executor = executor
+                    await session.run()
                 }
             }
+            let over = channel.eventLoop.makePromise(of: Void.self)
+            await withTaskCancellationHandler {
+                channel.eventLoop.flatSubmit { streams.value.serve(serveStream) }.cascade(to: over)
+                try? await over.futureResult.get()
+            } onCancel: {
+                tasks.cancelAll()
+                over.succeed(())
+            }
+            await tasks.waitForAll()
             try? await channel.close()
         }
     }

@@ -1,12 +1,11 @@
 import NIOCore
-import NIOHTTP2
-import NIOHTTPTypesHTTP2
 
 /// What a stream turned out to speak, with what its serving task needs for it.
 enum NegotiatedLink: Sendable {
     case http1(ResponderLink)
-    /// HTTP/2 with prior knowledge (RFC 9113 §3.3): every request stream as a ``ResponderLink``.
-    case http2(NIOHTTP2Handler.AsyncStreamMultiplexer<ResponderLink>)
+    /// HTTP/2 with prior knowledge (RFC 9113 §3.3): the connection's request streams, each
+    /// served as a ``ResponderLink``.
+    case http2(NIOLoopBound<HTTP2ServerStreams>)
 }
 
 /// Looks at the first bytes of a stream: the HTTP/2 connection preface makes it an HTTP/2

@@ -155,10 +155,10 @@ struct LinkSession: Sendable {
         guard let idleTimeout = self.configuration.idleTimeout else {
             return try await link.nextPartForLink()
         }
-        let channel = self.channel.channel
+        let idleLink = self.channel
         // NIO's conversion clamps a huge Duration instead of trapping.
-        let timer = channel.eventLoop.scheduleTask(in: TimeAmount(idleTimeout)) {
-            channel.close(promise: nil)
+        let timer = idleLink.eventLoop.scheduleTask(in: TimeAmount(idleTimeout)) {
+            idleLink.closeOnEventLoop()
         }
         defer { timer.cancel() }
         return try await link.nextPartForLink()

@@ -82,12 +82,13 @@ enum ResponderPipeline {
         return promise.futureResult
     }
 
-    /// HTTP/2 with prior knowledge: each request stream gets the HTTP/2-to-HTTP-types codec and
-    /// the same link handler an HTTP/1.1 link has, so the same serving loop answers it.
+    /// HTTP/2 with prior knowledge: NIOHTTP2Handler, the frame-level request streams above it
+    /// (each served as a ``ResponderLink`` by the same loop an HTTP/1.1 link has), and the
+    /// handler that ends the connection.
     static func configureHTTP2(
         _ channel: any Channel,
         configuration: ResponderConfiguration
-    ) throws -> NIOHTTP2Handler.AsyncStreamMultiplexer<ResponderLink> {
+    ) throws -> NIOLoopBound<HTTP2ServerStreams> {
         // The host's large connection window (a link serves one host, it has nobody to be fair
         // to), and a smaller stream window: what an upload's handler has not read yet must drain
         // within the host's idle bound (HTTP2Windows.responderStream).
@@ -96,24 +97,17 @@ enum ResponderPipeline {
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
             HTTP2Setting(parameter: .maxHeaderListSize, value: max(1024, configuration.maxHeaderBlockSize)),
         ]
-        let connectionEnd = HTTP2ConnectionEnd(shutdownBound: TimeAmount(configuration.shutdownGrace))
-        let multiplexer = try channel.pipeline.syncOperations.configureAsyncHTTP2Pipeline(
-            mode: .server,
-            streamDelegate: ResponderStreamEvents(
-                connectionEnd: NIOLoopBound(connectionEnd, eventLoop: channel.eventLoop)
+        let streams = HTTP2ServerStreams(eventLoop: channel.eventLoop, connectionWindow: HTTP2Windows.connection)
+        try channel.pipeline.syncOperations.addHandlers(
+            NIOHTTP2Handler(
+                mode: .server,
+                connectionConfiguration: settings.connection,
+                streamConfiguration: settings.stream
             ),
-            configuration: settings
-        ) { stream in
-            stream.eventLoop.makeCompletedFuture {
-                let sync = stream.pipeline.syncOperations
-                try sync.addHandlers(EndStreamCoalescer(), HTTP2FramePayloadToHTTPServerCodec())
-                let handler = ResponderLinkHandler(eventLoop: stream.eventLoop, http2Stream: true)
-                try sync.addHandler(handler)
-                return ResponderLink(channel: stream, handler: handler)
-            }
-        }
-        try channel.pipeline.syncOperations.addHandler(connectionEnd)
-        return multiplexer
+            streams,
+            HTTP2ConnectionEnd(shutdownBound: TimeAmount(configuration.shutdownGrace))
+        )
+        return NIOLoopBound(streams, eventLoop: channel.eventLoop)
     }
 
     /// Must run on the channel's event loop, before the channel is active.
@@ -144,7 +138,7 @@ enum ResponderPipeline {
             withDecoderLimitConfiguration: limits
         )
         try sync.addHandler(HTTP1ServerPartConverter(shutdownBound: TimeAmount(configuration.shutdownGrace)))
-        let handler = ResponderLinkHandler(eventLoop: channel.eventLoop, http2Stream: false)
+        let handler = ResponderLinkHandler(eventLoop: channel.eventLoop)
         try sync.addHandler(handler)
         return ResponderLink(channel: channel, handler: handler)
     }
@@ -173,7 +167,7 @@ enum ResponderPipeline {
         let sync = channel.pipeline.syncOperations
         // Whatever the last stream had above the session layer: the detector if no byte came,
         // else HTTP/1.1's four handlers (configureHTTPServerPipeline adds exactly an encoder and
-        // a decoder with these options) or HTTP/2's handler and the one that ends its connection.
+        // a decoder with these options) or HTTP/2's three.
         let contexts =
             [
                 try? sync.context(handlerType: HTTPVersionDetector.self),
@@ -182,6 +176,7 @@ enum ResponderPipeline {
                 try? sync.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self),
                 try? sync.context(handlerType: HTTPResponseEncoder.self),
                 try? sync.context(handlerType: NIOHTTP2Handler.self),
+                try? sync.context(handlerType: HTTP2ServerStreams.self),
                 try? sync.context(handlerType: HTTP2ConnectionEnd.self),
             ].compactMap { $0 } + streamHandlers.handlers.compactMap { try? sync.context(handler: $0) }
         streamHandlers.handlers = []

@@ -18,12 +18,11 @@ public enum HTTP2Windows {
     /// and kept topped up to it.
     public static let stream = 1 << 20
     /// Each request stream's receive window on the device side (256 KiB): how much of an upload
-    /// a responder takes ahead of its handler. A stream channel hands everything it holds to
-    /// the handler's queue on one read and tops the window up again, so a responder holds up to
-    /// twice this ahead of a handler that reads slowly; a host's idle bound starts when the last
-    /// of the body is taken, so what is held must drain within it (a handler writing to flash at
-    /// 50 kB/s drains 512 KiB in 10 s, 2 MiB in 42 s: over the 30 s default). Upload speed over a
-    /// socketpair is the same at 256 KiB as at 1 MiB (docs/performance.md).
+    /// a responder takes ahead of its handler (its streams credit the host only as the handler
+    /// takes the body). A host's idle bound starts when the last of the body is taken, so what
+    /// is held must drain within it (a handler writing to flash at 50 kB/s drains 256 KiB in
+    /// 5 s, 2 MiB in 42 s: over the 30 s default). Upload speed over a socketpair is the same at
+    /// 256 KiB as at 1 MiB (docs/performance.md).
     public static let responderStream = 256 << 10
     /// The connection's receive window, in bytes (2 MiB), kept topped up to it.
     public static let connection = 2 << 20
@@ -41,8 +40,9 @@ public enum HTTP2Windows {
 
     /// The `NIOHTTP2Handler` configuration both ends of a link start from: a stream window of
     /// `streamWindow` (``stream`` for a host, ``responderStream`` for a device), the window of
-    /// ``connection``, and a stream channel that stops being writable with 256 KiB queued and is
-    /// writable again at 64 KiB. The caller adds its own initial settings.
+    /// ``connection``, and (for a link that keeps stream channels) a stream channel that stops
+    /// being writable with 256 KiB queued and is writable again at 64 KiB. The caller adds its
+    /// own initial settings.
     public static func configuration(streamWindow: Int = Self.stream) -> NIOHTTP2Handler.Configuration {
         var configuration = NIOHTTP2Handler.Configuration()
         configuration.connection.initialSettings = [

@@ -90,6 +90,15 @@ requests = {
     "hello-mid-request": b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nabc"
     + frame(1, 0x99, 0, bytes([1, 0, 0, 0]) + struct.pack(">I", 16384)),
 }
+# HTTP/2 requests (prior knowledge): HPACK :method GET / POST, :scheme http, :path / (static
+# table 2, 3, 6, 4) and :authority "a" (a literal, indexed).
+h2_preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2(4, 0, 0) + settings_ack
+h2_get, h2_post = b"\x82\x86\x84\x41\x01a", b"\x83\x86\x84\x41\x01a"
+requests["h2-get"] = h2_preface + h2(1, 5, 1, h2_get)
+requests["h2-post-trailers"] = (h2_preface + h2(1, 4, 1, h2_post) + h2(0, 0, 1, b"hello") + h2(1, 5, 1, trailer)
+    + h2(1, 5, 3, h2_get))
+requests["h2-reset-mid-body"] = (h2_preface + h2(1, 4, 1, h2_post) + h2(0, 0, 1, b"x" * 300)
+    + h2(3, 0, 1, struct.pack(">I", 8)) + h2(8, 0, 0, struct.pack(">I", 1000)) + h2(1, 5, 3, h2_get))
 for name, body in requests.items():
     put("request", name, body)
 
