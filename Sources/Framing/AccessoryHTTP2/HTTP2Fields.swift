@@ -3,7 +3,7 @@ import HTTPTypes
 import NIOHPACK
 
 /// swift-http-types heads to HPACK header blocks and back, for frame-level streams (the link's
-/// ``HTTP2ClientStreams``, the responder's server streams): what NIOHTTPTypesHTTP2's codec does
+/// client streams, the responder's server streams): what NIOHTTPTypesHTTP2's codec does
 /// in a stream channel, whose conversions are not public. `NIOHTTP2Handler` has already
 /// validated a received block (its header block validation: pseudo-header fields first, none
 /// unknown, names lowercase, the request's required ones present).
@@ -68,8 +68,10 @@ public enum HTTP2Fields {
     /// A request head from a received header block, with NIOHTTPTypesHTTP2's rules: the
     /// pseudo-header fields first, each at most once, `:method` present and a valid token.
     ///
-    /// - Parameter malformed: makes the caller's error from what was wrong (for example "a
-    ///   request head without :method").
+    /// - Parameters:
+    ///   - block: the header block NIOHTTP2Handler decoded.
+    ///   - malformed: makes the caller's error from what was wrong (for example "a request head
+    ///     without :method").
     public static func request(_ block: HPACKHeaders, malformed: (String) -> any Error) throws -> HTTPRequest {
         var method: String?
         var scheme: String?
