@@ -3,7 +3,8 @@ import NIOCore
 /// Making a handler outside ``TLSTransport``, and the errors for a link that ended early.
 extension TLSHandler {
     /// A handler for a server (or client) connection, for pipelines built without
-    /// ``TLSTransport`` (a listening socket's child channels, for instance).
+    /// ``TLSTransport`` (a listening socket's child channels, for instance). Add it with
+    /// ``add(to:)``.
     public static func make(context: TLSServerContext, eventLoop: any EventLoop) throws(TLSError) -> TLSHandler {
         let connection = try TLSConnection(context: context.context)
         return TLSHandler(

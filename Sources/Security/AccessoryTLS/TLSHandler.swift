@@ -69,11 +69,14 @@ public final class TLSHandler: ChannelDuplexHandler, RemovableChannelHandler {
         )
     }
 
-    /// Adds the handler to `channel`'s pipeline (on its event loop). If that fails (the
-    /// channel closed meanwhile, say a responder shutting down as a new session began), the
-    /// handshake fails at once: nobody waits on it, and its promise is not dropped unfulfilled
-    /// (NIO's debug builds stop the process on that).
-    func add(to channel: any Channel) throws {
+    /// Adds the handler at the end of `channel`'s pipeline; call it on the channel's event loop.
+    /// Use it rather than the pipeline's own `addHandler`: when the handler cannot join (the
+    /// channel closed meanwhile, say a responder shutting down as a new session began), its
+    /// handshake fails at once, with ``TLSError/Code/closedDuringHandshake``, instead of being
+    /// dropped unfulfilled, which NIO's debug builds stop the process for.
+    ///
+    /// - Throws: the pipeline's error.
+    public func add(to channel: any Channel) throws {
         do {
             try channel.pipeline.syncOperations.addHandler(self)
         } catch {
