@@ -169,7 +169,20 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
     func channelReadComplete(context: ChannelHandlerContext) {
         self.readingBelow = false
         context.flush()  // PONGs written while reading
-        self.readBelowIfNeeded(context: context)
+        if self.parked {
+            self.readWhileParked(context: context)
+        } else {
+            self.readBelowIfNeeded(context: context)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if self.parked, case .inputClosed = event as? ChannelEvent {
+            // The device ended the transport between sessions: nothing above is reading.
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func read(context: ChannelHandlerContext) {
@@ -204,6 +217,17 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         context.fireChannelRead(self.wrapInboundOut(bytes))
         context.fireChannelReadComplete()
         self.readBelowIfNeeded(context: context)
+    }
+
+    /// While the stream is parked nothing above reads, but the device may end the transport
+    /// (a device's graceful shutdown half-closes it after its last session, and waits for the
+    /// host to close): a read is kept going, so that the end is seen and the channel closes, and
+    /// the next request opens the transport again rather than send HELLO to a device that is
+    /// gone. What arrives meanwhile belongs to no session and is dropped.
+    private func readWhileParked(context: ChannelHandlerContext) {
+        guard self.parked, !self.readingBelow, context.channel.isActive else { return }
+        self.readingBelow = true
+        context.read()
     }
 
     private func readBelowIfNeeded(context: ChannelHandlerContext) {
@@ -247,6 +271,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.failPendingWrites()
         self.held = ByteBuffer()
         promise?.succeed(())
+        self.readWhileParked(context: context)
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
