@@ -48,6 +48,10 @@ final class RawLink {
         try await self.outbound.write(ByteBuffer(bytes: bytes))
     }
 
+    /// Whether the client's end is still open (a write into a link the device closed fails, and
+    /// closes it).
+    var isOpen: Bool { self.channel.isActive }
+
     func cancelWatchdog() {
         self.watchdog.cancel()
     }
