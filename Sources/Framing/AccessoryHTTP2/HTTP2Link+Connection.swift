@@ -265,6 +265,7 @@ extension HTTP2Link {
         let firstStreamID = self.firstStreamID
         return { channel in
             channel.eventLoop.makeCompletedFuture {
+                try HTTP2Windows.configureReads(of: channel)
                 let pipeline = channel.pipeline.syncOperations
                 let end = HTTP2StreamEnd()
                 let watch = HTTP2PrefaceAnswerWatch(bound: configuration.idleTimeout)
