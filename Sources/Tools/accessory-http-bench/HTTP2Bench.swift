@@ -19,6 +19,11 @@ extension Names {
     static let http2BusyP99 = "GET /status: HTTP/2 p99, bulk GET running"
     static let nioH2PairIdleP99 = "GET /status: bare NIO HTTP/2 pair p99, connection idle"
     static let nioH2PairBusyP99 = "GET /status: bare NIO HTTP/2 pair p99, bulk GET running"
+    static let http2ToBareIdleP99 = "GET /status: HTTP/2 p99 → bare NIO HTTP/2 server, idle"
+    static let http2ToBareBusyP99 = "GET /status: HTTP/2 p99 → bare NIO HTTP/2 server, bulk GET running"
+    static let nioH2ToResponderIdleP99 = "GET /status: bare NIO HTTP/2 client p99 → serve --device stdio, idle"
+    static let nioH2ToResponderBusyP99 =
+        "GET /status: bare NIO HTTP/2 client p99 → serve --device stdio, bulk GET running"
     static let http2CancelToNext = "cancel → next answer: HTTP/2"
     static let http1RequestBytes = "GET /status bytes written: HTTP/1.1"
     static let http2RequestBytes = "GET /status bytes written: HTTP/2 (HPACK)"
@@ -89,17 +94,24 @@ extension Benchmarks {
         table.add(Names.http1RequestBytes, "B", [try await perRequest(h1, h1Bytes)], note: "per request, warm")
         table.add(Names.http2RequestBytes, "B", [try await perRequest(h2, h2Bytes)], note: "per request, warm")
 
-        var h1Bulk: [Double] = [], h2Bulk: [Double] = []
+        // HTTP/1.1 and HTTP/2 bulk, callers on the pool, then on the link's executor.
+        var bulk: [[Double]] = [[], [], [], []]
         var h1Status: [Double] = [], h2Status: [Double] = [], h2Status8: [Double] = []
         var h2StatusOnLink: [Double] = []
         let count = max(200, self.statusCount / 2)
         for _ in 0..<self.reps {
-            for (client, isH2) in [(h1, false), (h2, true)] {
-                let start = Sys.now()
-                let got = try await Self.download(client, "/bytes/\(self.bulkBytes)")
-                guard got == self.bulkBytes else { throw BenchError("a GET got \(got) of \(self.bulkBytes) bytes") }
-                let rate = Self.mibPerSecond(got, Sys.now() - start)
-                if isH2 { h2Bulk.append(rate) } else { h1Bulk.append(rate) }
+            for caller in CallerExecutor.allCases {
+                for (client, isH2) in [(h1, false), (h2, true)] {
+                    let start = Sys.now()
+                    let got = try await caller.run(client) {
+                        try await Self.download(client, "/bytes/\(self.bulkBytes)")
+                    }
+                    guard got == self.bulkBytes else {
+                        throw BenchError("a GET got \(got) of \(self.bulkBytes) bytes")
+                    }
+                    let rate = Self.mibPerSecond(got, Sys.now() - start)
+                    bulk[caller == .pool ? (isH2 ? 1 : 0) : (isH2 ? 3 : 2)].append(rate)
+                }
             }
             for (client, isH2) in [(h1, false), (h2, true)] {
                 let start = Sys.now()
@@ -121,8 +133,15 @@ extension Benchmarks {
             }
             h2Status8.append(Double(count / 8 * 8) / (Sys.now() - start).seconds)
         }
-        table.add(Names.plainBulkForHTTP2, "MiB/s", h1Bulk, note: "runs alternated with the next row")
-        table.add(Names.http2Bulk, "MiB/s", h2Bulk)
+        table.add(Names.plainBulkForHTTP2, "MiB/s", bulk[0], note: "runs alternated with the next row")
+        table.add(Names.http2Bulk, "MiB/s", bulk[1])
+        table.add(
+            Names.plainBulkForHTTP2 + CallerOnLink.suffix,
+            "MiB/s",
+            bulk[2],
+            note: "runs alternated with the next row"
+        )
+        table.add(Names.http2Bulk + CallerOnLink.suffix, "MiB/s", bulk[3])
         table.add(Names.http1StatusForHTTP2, "req/s", h1Status)
         table.add(Names.http2Status, "req/s", h2Status)
         table.add(Names.http2Status + CallerOnLink.suffix, "req/s", h2StatusOnLink)
@@ -160,33 +179,27 @@ extension Benchmarks {
             for _ in 0..<count { _ = try await toBareServer.data(status) }
             if rep > 0 { nativeToBare.append(Double(count) / (Sys.now() - start).seconds) }
         }
-        await toBareServer.shutdown()
         table.add(Names.http2StatusToBareServer, "req/s", nativeToBare)
 
-        // p99 of /status with the link idle, then while a bulk download runs on it.
-        let p99 = { () async throws -> Double in
-            var latencies: [Double] = []
-            for _ in 0..<500 {
-                let begin = Sys.now()
-                _ = try await h2.data(status)
-                latencies.append((Sys.now() - begin).seconds * 1e6)
-            }
-            return Summary.percentile(latencies, 0.99)
-        }
-        var idle: [Double] = [], busy: [Double] = []
-        for _ in 0..<self.reps {
-            idle.append(try await p99())
-            let bulk = Task { try await Self.download(h2, "/bytes/\(8 << 30)") }
-            try await Task.sleep(for: .milliseconds(20))
-            busy.append(try await p99())
-            bulk.cancel()
-            _ = await bulk.result
-        }
-        table.add(Names.http2IdleP99, "µs", idle)
-        table.add(Names.http2BusyP99, "µs", busy, note: "an 8 GiB GET on the same connection")
+        // p99 of /status with the link idle, then while a bulk download runs on it; then the
+        // bare pair and each half of ours against the bare other half, to say which side a
+        // gap to the bare pair's ratio is on.
+        let ours = try await self.linkP99(h2)
+        table.add(Names.http2IdleP99, "µs", ours.idle)
+        table.add(Names.http2BusyP99, "µs", ours.busy, note: "an 8 GiB GET on the same connection")
+        let oursOnLink = try await self.linkP99(h2, caller: .link)
+        table.add(Names.http2IdleP99 + CallerOnLink.suffix, "µs", oursOnLink.idle)
+        table.add(Names.http2BusyP99 + CallerOnLink.suffix, "µs", oursOnLink.busy)
         let bare = try await self.nioH2P99([self.selfPath, "nio-h2-pong", responsePath])
         table.add(Names.nioH2PairIdleP99, "µs", bare.idle)
         table.add(Names.nioH2PairBusyP99, "µs", bare.busy, note: "the same measurement, no async code")
+        let clientHalf = try await self.linkP99(toBareServer)
+        await toBareServer.shutdown()
+        table.add(Names.http2ToBareIdleP99, "µs", clientHalf.idle)
+        table.add(Names.http2ToBareBusyP99, "µs", clientHalf.busy)
+        let responderHalf = try await self.nioH2P99(self.serveCommand)
+        table.add(Names.nioH2ToResponderIdleP99, "µs", responderHalf.idle)
+        table.add(Names.nioH2ToResponderBusyP99, "µs", responderHalf.busy)
 
         var cancels: [Double] = []
         for _ in 0..<self.reps {
@@ -205,5 +218,34 @@ extension Benchmarks {
         await h1.shutdown()
         await h2.shutdown()
         children.reapAll()
+    }
+
+    /// The p99 of `client`'s `GET /status` (500 in a row), with its connection idle, then while
+    /// an 8 GiB GET runs on it; one of each per repetition.
+    func linkP99(
+        _ client: AccessoryClient,
+        caller: CallerExecutor = .pool
+    ) async throws -> (idle: [Double], busy: [Double]) {
+        let status = try AccessoryRequest(url: "/status")
+        let p99 = { () async throws -> Double in
+            var latencies: [Double] = []
+            for _ in 0..<500 {
+                let begin = Sys.now()
+                _ = try await client.data(status)
+                latencies.append((Sys.now() - begin).seconds * 1e6)
+            }
+            return Summary.percentile(latencies, 0.99)
+        }
+        var idle: [Double] = [], busy: [Double] = []
+        for _ in 0..<self.reps {
+            idle.append(try await caller.run(client) { try await p99() })
+            let executor: any TaskExecutor = caller == .pool ? globalConcurrentExecutor : client.taskExecutor
+            let bulk = Task(executorPreference: executor) { try await Self.download(client, "/bytes/\(8 << 30)") }
+            try await Task.sleep(for: .milliseconds(20))
+            busy.append(try await caller.run(client) { try await p99() })
+            bulk.cancel()
+            _ = await bulk.result
+        }
+        return (idle, busy)
     }
 }

@@ -18,7 +18,12 @@ struct Loop: AsyncParsableCommand {
     @Option(help: "The request's target.") var path = "/status"
     @Option(help: "Seconds to run.") var seconds = 10.0
     @Option(help: "Concurrent callers.") var callers = 1
-    @Option(help: "Where the callers run: pool (Swift's global pool) or link (the link's event loop).")
+    @Option(
+        help: """
+            Where the callers run: pool (Swift's global pool) or link (the link's event loop); or \
+            bare: instead of our client, the bench's bare NIO HTTP/2 client (one caller, --http 2).
+            """
+    )
     var caller = "pool"
     @Option(help: "Each request's timeout in seconds (a deadline the link keeps); none by default.")
     var timeout: Double?
@@ -26,6 +31,10 @@ struct Loop: AsyncParsableCommand {
     var command: [String]
 
     func run() async throws {
+        if self.caller == "bare" {
+            try await self.measureBare()
+            return
+        }
         let children = ChildList()
         defer { children.reapAll() }
         var configuration = AccessoryClient.Configuration()
@@ -82,6 +91,28 @@ struct Loop: AsyncParsableCommand {
             print(String(format: "%.0f MiB/s", Double(counts.1) / elapsed / 1_048_576))
         } else {
             print(String(format: "%.0f req/s", Double(counts.0) / elapsed))
+        }
+    }
+
+    /// The same loop with the bare NIO HTTP/2 client: the floor our client is compared with.
+    private func measureBare() async throws {
+        guard self.http == "2", self.session == "off", self.callers == 1 else {
+            throw ValidationError("--caller bare takes --http 2, no session, one caller")
+        }
+        let connection = try await BareH2Connection.open(self.command, stderr: 2)
+        _ = try await connection.ping(self.path, count: 1)
+        let start = Sys.now()
+        let end = start.advanced(by: .milliseconds(Int(self.seconds * 1000)))
+        var requests = 0
+        while Sys.now() < end {
+            requests += try await connection.ping(self.path, count: 16).count
+        }
+        let elapsed = (Sys.now() - start).seconds
+        try await connection.close()
+        if let size = Int(self.path.split(separator: "/").last ?? ""), size > 1 << 20 {
+            print(String(format: "%.0f MiB/s", Double(requests * size) / elapsed / 1_048_576))
+        } else {
+            print(String(format: "%.0f req/s", Double(requests) / elapsed))
         }
     }
 }

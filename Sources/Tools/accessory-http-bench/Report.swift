@@ -99,12 +99,14 @@ enum Report {
             { _ in true },
             percent: false
         )
-        line(
-            "HTTP/2 bulk / HTTP/1.1 bulk (same socketpair, runs alternated)",
-            ratio(Names.http2Bulk, Names.plainBulkForHTTP2),
-            "≥ 90 %",
-            { $0 >= 0.9 }
-        )
+        for (label, suffix) in callers {
+            line(
+                "HTTP/2 bulk / HTTP/1.1 bulk (same socketpair, runs alternated; \(label))",
+                ratio(Names.http2Bulk + suffix, Names.plainBulkForHTTP2 + suffix),
+                "≥ 90 %",
+                { $0 >= 0.9 }
+            )
+        }
         line(
             "bare NIO HTTP/2 pair bulk / HTTP/1.1 bulk (the ceiling of HTTP/2 on NIO)",
             ratio(Names.nioH2PairBulk, Names.plainBulkForHTTP2),
@@ -142,11 +144,27 @@ enum Report {
             "≥ 70 %",
             { $0 >= 0.7 }
         )
+        for (label, suffix) in callers {
+            line(
+                "HTTP/2 /status p99 during a bulk GET / idle (\(label))",
+                ratio(Names.http2BusyP99 + suffix, Names.http2IdleP99 + suffix),
+                "≤ 2×",
+                { $0 <= 2 },
+                percent: false
+            )
+        }
         line(
-            "HTTP/2 /status p99 during a bulk GET / idle",
-            ratio(Names.http2BusyP99, Names.http2IdleP99),
-            "≤ 2×",
-            { $0 <= 2 },
+            "  our HTTP/2 client → bare NIO HTTP/2 server (caller on the pool): p99 during a bulk GET / idle",
+            ratio(Names.http2ToBareBusyP99, Names.http2ToBareIdleP99),
+            nil,
+            { _ in true },
+            percent: false
+        )
+        line(
+            "  bare NIO HTTP/2 client → our responder: p99 during a bulk GET / idle",
+            ratio(Names.nioH2ToResponderBusyP99, Names.nioH2ToResponderIdleP99),
+            nil,
+            { _ in true },
             percent: false
         )
         line(
