@@ -184,4 +184,43 @@ struct HTTP2BackPressureTests {
         #expect(client.http2?.openCount == 1)
         await client.shutdown()
     }
+
+    /// A connection's first stream opens before the device has acknowledged our SETTINGS (the
+    /// 1 MiB stream window), so it starts from HTTP/2's 65 535 and is raised by the change: 16
+    /// times, on a new connection each, a response whose body is not read brings at most the
+    /// stream window and the one read handed over with the head (256 KiB), plus frame headers.
+    /// Until 2026-12-05 that stream started from the setting and was raised by the change on top,
+    /// letting the device send about 2 MiB ahead.
+    @Test func aNewConnectionsFirstStreamTakesNoMoreThanItsWindow() async throws {
+        var configuration = AccessoryClient.Configuration()
+        configuration.link.httpVersion = .http2
+        var aheads: [Int] = []
+        for attempt in 1...16 {
+            let received = ByteCounter()
+            let client = AccessoryClient(
+                transport: ByteCountingTransport(
+                    inner: EmulatedAccessory().socketPairTransport(on: MultiThreadedEventLoopGroup.singleton),
+                    counter: received
+                ),
+                configuration: configuration
+            )
+            let ahead = try await client.execute(try AccessoryRequest(url: "/bytes/1073741824")) { response in
+                #expect(response.head.status == .ok)
+                try await Task.sleep(for: .milliseconds(300))
+                return received.value
+            }
+            #expect(
+                ahead <= (1 << 20) + (256 << 10) + (64 << 10),
+                "try \(attempt): \(ahead) bytes arrived for a body nobody read"
+            )
+            aheads.append(ahead)
+            #expect(ahead >= 1 << 20, "try \(attempt): only \(ahead) bytes arrived: the window was not opened")
+            let (head, _) = try await client.get("/status")
+            #expect(head.status == .ok, "try \(attempt)")
+            await client.shutdown()
+        }
+        print(
+            "client back-pressure: bytes ahead of a new connection's unread first body, 16 tries: \(aheads.min() ?? 0)-\(aheads.max() ?? 0)"
+        )
+    }
 }
