@@ -35,21 +35,38 @@ final class FIFOGate: Sendable {
         guard let id else { return }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow: Bool = self.state.withLock { state in
-                    if Task.isCancelled { return true }
+                // The gate is looked at again in the same step as the waiter joins the queue:
+                // a `leave()` between the first look and this one found no waiter and opened
+                // the gate, and a waiter queued behind an open gate would wait for ever.
+                let now: EnterNow? = self.state.withLock { state in
+                    if Task.isCancelled { return .cancelled }
+                    if !state.busy {
+                        state.busy = true
+                        return .entered
+                    }
                     state.waiters.append(Waiter(id: id, continuation: continuation))
-                    return false
+                    return nil
                 }
-                if resumeNow {
+                switch now {
+                case .cancelled:
                     continuation.resume(throwing: CancellationError())
-                } else if let deadline, let eventLoop {
-                    // Not cancelled when the waiter gets through: it then finds nothing to remove.
-                    eventLoop.scheduleTask(deadline: deadline) { self.remove(id, throwing: Expired()) }
+                case .entered:
+                    continuation.resume()
+                case nil:
+                    if let deadline, let eventLoop {
+                        // Not cancelled when the waiter gets through: it then finds nothing to remove.
+                        eventLoop.scheduleTask(deadline: deadline) { self.remove(id, throwing: Expired()) }
+                    }
                 }
             }
         } onCancel: {
             self.remove(id, throwing: CancellationError())
         }
+    }
+
+    private enum EnterNow {
+        case cancelled
+        case entered
     }
 
     private func remove(_ id: UInt64, throwing error: any Error) {
@@ -59,6 +76,9 @@ final class FIFOGate: Sendable {
         }
         removed?.continuation.resume(throwing: error)
     }
+
+    /// How many callers wait in the queue now.
+    var waiting: Int { self.state.withLock { $0.waiters.count } }
 
     /// Lets the next waiter through, or opens the gate.
     func leave() {
