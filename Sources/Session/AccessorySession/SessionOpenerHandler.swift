@@ -22,27 +22,28 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     static let holdLimit = 64 * 1024
 
-    private let configuration: SessionTransport.Configuration
+    // Not private where the timers (SessionOpenerHandler+Timers.swift) use them.
+    let configuration: SessionTransport.Configuration
     private var handshakePromise: EventLoopPromise<SessionInfo>
-    private var machine: SessionOpenerMachine?
-    private var context: ChannelHandlerContext?
+    var machine: SessionOpenerMachine?
+    var context: ChannelHandlerContext?
     /// Payload bytes not yet handed up, gathered into one buffer: a read from below that brings
     /// several frames is handed up as one read, not one per frame.
     private var held = ByteBuffer()
     private var upstreamWantsRead = false
-    private var readingBelow = false
+    var readingBelow = false
     private var pendingWrites: [(ByteBuffer, EventLoopPromise<Void>?)] = []
-    private var handshakeTimer: Scheduled<Void>?
-    private var helloResendTimer: Scheduled<Void>?
-    private var pingTimer: RepeatedTask?
+    var handshakeTimer: Scheduled<Void>?
+    var helloResendTimer: Scheduled<Void>?
+    var pingTimer: RepeatedTask?
     /// When the liveness timer last ran (it runs every half ping interval).
-    private var lastPingTick = NIODeadline.now()
+    var lastPingTick = NIODeadline.now()
     /// The kernel's send queue under the channel, when the transport knows it (set once the
     /// stream is open): with it, a device reading a backlog slowly is told from a dead one.
     var sendQueue: KernelSendQueue?
-    private var outbound = OutboundProgress()
-    private var established = false
-    private var ended = false
+    var outbound = OutboundProgress()
+    var established = false
+    var ended = false
     /// The layer above gave the stream up and will renew it: a failure does not close the channel.
     private var parked = false
 
@@ -138,21 +139,6 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         context.flush()
         self.scheduleHelloResend(after: .milliseconds(250), context: context)
         self.readBelowIfNeeded(context: context)
-    }
-
-    /// Resends HELLO (fresh nonce) after `delay`, then after twice that, until answered.
-    private func scheduleHelloResend(after delay: TimeAmount, context: ChannelHandlerContext) {
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        self.helloResendTimer = context.eventLoop.scheduleTask(in: delay) {
-            let handler = bound.value
-            guard !handler.established, !handler.ended, let context = handler.context, var machine = handler.machine
-            else { return }
-            let actions = machine.resendHello(nonce: UInt64.random(in: 1...UInt64.max))
-            handler.machine = machine
-            handler.run(actions, context: context)
-            context.flush()
-            handler.scheduleHelloResend(after: delay * 2, context: context)
-        }
     }
 
     // MARK: Inbound
@@ -289,7 +275,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
 
     // MARK: Actions
 
-    private func run(
+    func run(
         _ actions: [SessionOpenerMachine.Action],
         context: ChannelHandlerContext,
         writePromise: EventLoopPromise<Void>? = nil
@@ -351,7 +337,7 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         self.held = gathered
     }
 
-    private func fail(_ error: SessionError, context: ChannelHandlerContext) {
+    func fail(_ error: SessionError, context: ChannelHandlerContext) {
         guard !self.ended else { return }
         self.ended = true
         self.stopTimers()
@@ -382,64 +368,6 @@ final class SessionOpenerHandler: ChannelDuplexHandler, RemovableChannelHandler 
         }
         context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
         self.fail(SessionError(.closedByDevice, "the device ended the session"), context: context)
-    }
-
-    private func startPinging(context: ChannelHandlerContext) {
-        guard let interval = self.configuration.pingInterval else { return }
-        let amount = TimeAmount(interval)
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        self.lastPingTick = .now()
-        if let waiting = self.waitingBytes(context: context) { self.outbound.look(waiting: waiting) }
-        self.pingTimer = context.eventLoop.scheduleRepeatedTask(
-            initialDelay: .nanoseconds(amount.nanoseconds / 2),
-            delay: .nanoseconds(amount.nanoseconds / 2)
-        ) {
-            _ in
-            let handler = bound.value
-            guard let context = handler.context, var machine = handler.machine else { return }
-            let now = NIODeadline.now()
-            // Late by more than a whole period: this event loop did not run (code on it blocked,
-            // as the CLI's write to a full stdout pipe does), and what the device sent meanwhile
-            // may be waiting unread.
-            let late = now - handler.lastPingTick > amount
-            handler.lastPingTick = now
-            // Or the device took some of what we wrote since the last tick and more still waits
-            // for it: it reads slowly, and its PONG waits behind our data (docs/framing.md §4).
-            let waiting = handler.waitingBytes(context: context)
-            let tookFromBacklog = waiting.map { handler.outbound.tookFromBacklog(waiting: $0) } ?? false
-            // Or no read under way: the layer above holds the device back, and the device's
-            // silence (a PONG behind the data nobody reads yet) proves nothing either.
-            guard handler.readingBelow, !late else {
-                machine.holdingBack(now: now)
-                handler.machine = machine
-                return
-            }
-            if tookFromBacklog { machine.tookFromBacklog(now: now) }
-            let actions = machine.tick(now: now, interval: amount)
-            handler.machine = machine
-            handler.run(actions, context: context)
-            context.flush()
-        }
-    }
-
-    /// Bytes written that the device has not taken yet: the channel's outbound buffer and the
-    /// kernel's send queue. `nil` without a send queue to read, or on a closed channel (whose
-    /// descriptor number may already name another file).
-    private func waitingBytes(context: ChannelHandlerContext) -> Int? {
-        guard let sendQueue = self.sendQueue, context.channel.isActive,
-            let buffered = try? context.channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes),
-            let queued = sendQueue.unsentBytes()
-        else { return nil }
-        return buffered + queued
-    }
-
-    private func stopTimers() {
-        self.handshakeTimer?.cancel()
-        self.handshakeTimer = nil
-        self.helloResendTimer?.cancel()
-        self.helloResendTimer = nil
-        self.pingTimer?.cancel()
-        self.pingTimer = nil
     }
 
     private func failPendingWrites() {
