@@ -84,6 +84,31 @@ struct BridgeInputTests {
         }
     }
 
+    /// The status document is the bridge's own answer: a body sent with it (odd, but a client
+    /// may) used to stay on offer to an exchange that never came, and the connection's next
+    /// request waited behind it for ever. Now the answer closes the connection, as every other
+    /// answer that leaves a request body unread does.
+    @Test("GET of the status document with a body: answered, the connection closed, the next client served")
+    func statusWithABody() async throws {
+        try await withBridge { fixture in
+            let fd = try self.connectUnix(fixture.socket)
+            defer { close(fd) }
+            let started = ContinuousClock.now
+            self.send(
+                fd,
+                "GET /.well-known/accessory-http/status HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello"
+                    + "GET /status HTTP/1.1\r\nHost: a\r\n\r\n"
+            )
+            let answer = await self.readAll(fd)
+            let elapsed = ContinuousClock.now - started
+            #expect(answer.hasPrefix("HTTP/1.1 200") && answer.contains("accessories"), "\(answer.prefix(400))")
+            #expect(answer.lowercased().contains("connection: close"), "\(answer.prefix(400))")
+            #expect(elapsed < TimeBounds.scaled(.seconds(2)), "the connection stayed open \(elapsed) after the answer")
+            let (next, _) = try await self.status(fixture)
+            #expect(next.hasPrefix("HTTP/1.1 200") && next.contains("EMU0001"), "\(next)")
+        }
+    }
+
     @Test("1000 idle connections: /status is still answered at once; the bridge's memory for them")
     func thousandIdleConnections() async throws {
         // The bridge runs as the CLI and the clients in Python: 2000 descriptors in this test

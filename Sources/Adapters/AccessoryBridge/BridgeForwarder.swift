@@ -80,8 +80,11 @@ struct BridgeForwarder: Sendable {
         // Requests the bridge answers itself.
         if let answer = self.ownAnswer(to: head) {
             status = Int(answer.status.code)
-            // A refused CONNECT's client expected a tunnel: the connection is not reused.
-            let close = !clientKeepAlive || head.method == .CONNECT || (relay != nil && answer.errorKind != nil)
+            // A refused CONNECT's client expected a tunnel: the connection is not reused. Nor
+            // is one whose request carried a body (even to the status document): nothing takes
+            // that body, and the connection's next request would wait behind it.
+            relay?.close()
+            let close = !clientKeepAlive || head.method == .CONNECT || relay != nil
             if let kind = answer.errorKind {
                 let message =
                     head.method == .CONNECT ? "CONNECT refused: the bridge is not a proxy" : answer.body.trimmed
@@ -101,6 +104,7 @@ struct BridgeForwarder: Sendable {
             answer.extraHeaders = [("Retry-After", String(self.configuration.retryAfterSeconds))]
             status = 503
             self.statistics.failed("queue-timeout", answer.body.trimmed)
+            relay?.close()
             let close = !clientKeepAlive || relay != nil
             let written = await self.write(answer, version: head.version, close: close, forHEAD: forHEAD, outbound)
             return Outcome(keepAlive: written && !close)
