@@ -188,7 +188,8 @@ struct HTTP2BackPressureTests {
     /// A connection's first stream opens before the device has acknowledged our SETTINGS (the
     /// 1 MiB stream window), so it starts from HTTP/2's 65 535 and is raised by the change: 16
     /// times, on a new connection each, a response whose body is not read brings at most the
-    /// stream window and the one read handed over with the head (256 KiB), plus frame headers.
+    /// stream window and the one read handed over with the head (256 KiB), plus frame headers,
+    /// once the device has stopped sending.
     /// Until 2026-12-05 that stream started from the setting and was raised by the change on top,
     /// letting the device send about 2 MiB ahead.
     @Test func aNewConnectionsFirstStreamTakesNoMoreThanItsWindow() async throws {
@@ -206,7 +207,17 @@ struct HTTP2BackPressureTests {
             )
             let ahead = try await client.execute(try AccessoryRequest(url: "/bytes/1073741824")) { response in
                 #expect(response.head.status == .ok)
-                try await Task.sleep(for: .milliseconds(300))
+                // Until the bytes stop coming (flow control holds the device back): 300 ms
+                // without a byte, within 5 s. A fixed pause was too short on a loaded machine.
+                let clock = ContinuousClock()
+                let started = clock.now
+                var last = received.value
+                var stillSince = clock.now
+                while clock.now - stillSince < .milliseconds(300) && clock.now - started < .seconds(5) {
+                    try await Task.sleep(for: .milliseconds(20))
+                    let now = received.value
+                    if now != last { (last, stillSince) = (now, clock.now) }
+                }
                 return received.value
             }
             #expect(

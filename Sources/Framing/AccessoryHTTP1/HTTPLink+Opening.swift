@@ -109,9 +109,18 @@ extension HTTPLink {
             throw try await self.enrich(error, parked)
         }
         let connection = Connection(stream: parked.stream, pipeline: pipeline, renewedInBand: true)
-        self.state.withLock { state in
-            state.connection = connection
-            state.renewals += 1
+        // As after an open: a shutdown meanwhile found no connection to close (the parked
+        // stream had left the state for the renewal), so this one is closed here.
+        let shutDown = self.state.withLock { state in
+            if !state.isShutDown {
+                state.connection = connection
+                state.renewals += 1
+            }
+            return state.isShutDown
+        }
+        if shutDown {
+            self.close(connection)
+            throw HTTPLinkError(.shutDown, "the link was shut down while it was restarting its session")
         }
         self.configuration.tracer?.emit(.note("started a new session on \(self.transport) (in band, not reopened)"))
         return connection

@@ -22,7 +22,10 @@ struct LinkOpener: Sendable {
                 "opening \(transport)",
                 timeout: self.configuration.openTimeout,
                 cancelled: "the request was cancelled while the link was opening",
-                discard: { $0.stream.channel.close(promise: nil) },
+                discard: { opened in
+                    opened.stream.channel.close(promise: nil)
+                    await opened.stream.waitUntilReleased()
+                },
                 { try await transport.open(on: self.eventLoop, building: configure) }
             )
             return (opened.stream, opened.output)
@@ -49,7 +52,10 @@ struct LinkOpener: Sendable {
                 "restarting the session on \(self.transport)",
                 timeout: self.configuration.openTimeout,
                 cancelled: "the request was cancelled while the link was restarting its session",
-                discard: { _ in channel.close(promise: nil) },
+                discard: { _ in
+                    channel.close(promise: nil)
+                    await stream.waitUntilReleased()
+                },
                 { try await stream.renew(building: configure) }
             )
         } catch {
@@ -145,37 +151,65 @@ struct LinkOpener: Sendable {
     /// cancelled — even if the operation ignores cancellation (a blocking `open(2)` on a stuck
     /// tty, say): the race is unstructured, and a result that comes after the caller gave up is
     /// discarded.
+    ///
+    /// Only a link's shutdown cancels an open (it runs in a task of its own), and a shutdown
+    /// must not leave behind what the open makes (an `exec:` child, a claimed interface): a
+    /// cancelled race cancels the operation too and waits up to ``cancelledOpenGrace`` for it to
+    /// end, its result closed and released. An operation that ignores cancellation is left to
+    /// end on its own, as before.
     private static func race<Output: Sendable>(
         _ what: String,
         timeout: Duration,
         cancelled: String,
-        discard: @escaping @Sendable (Output) -> Void,
+        discard: @escaping @Sendable (Output) async -> Void,
         _ operation: @escaping @Sendable () async throws -> Output
     ) async throws -> Output {
         let outcome = OpenOutcome<Output>()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
-                outcome.install(continuation)
-                let opening = Task {
-                    do {
-                        let opened = try await operation()
-                        if !outcome.resume(with: .success(opened)) { discard(opened) }
-                    } catch {
-                        outcome.resume(with: .failure(error))
-                    }
-                }
-                let timer = Task {
-                    try await Task.sleep(for: timeout)
-                    if outcome.resume(
-                        with: .failure(HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)"))
-                    ) {
-                        opening.cancel()
-                    }
-                }
-                outcome.onFinish { timer.cancel() }
+        let opening = Task {
+            do {
+                let opened = try await operation()
+                if !outcome.resume(with: .success(opened)) { await discard(opened) }
+            } catch {
+                outcome.resume(with: .failure(error))
             }
-        } onCancel: {
-            outcome.resume(with: .failure(HTTPLinkError(.cancelled, cancelled)))
+        }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            if outcome.resume(with: .failure(HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)"))) {
+                opening.cancel()
+            }
+        }
+        outcome.onFinish { timer.cancel() }
+        let wasCancelled = Atomic<Bool>(false)
+        do {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Output, any Error>) in
+                    outcome.install(continuation)
+                }
+            } onCancel: {
+                if outcome.resume(with: .failure(HTTPLinkError(.cancelled, cancelled))) {
+                    wasCancelled.store(true, ordering: .relaxed)
+                    opening.cancel()
+                }
+            }
+        } catch {
+            if wasCancelled.load(ordering: .relaxed) {
+                await Self.wait(for: opening, atMost: Self.cancelledOpenGrace)
+            }
+            throw error
+        }
+    }
+
+    /// How long a cancelled open is waited for (see ``race(_:timeout:cancelled:discard:_:)``).
+    static let cancelledOpenGrace: Duration = .seconds(2)
+
+    /// Waits until `task` ends or `bound` passes, whichever comes first.
+    private static func wait(for task: Task<Void, Never>, atMost bound: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await task.value }
+            group.addTask { try? await Task.sleep(for: bound) }
+            await group.next()
+            group.cancelAll()
         }
     }
 }

@@ -138,6 +138,7 @@ extension HTTP2Link {
                         }
                         if !kept {
                             connection.channel.close(promise: nil)
+                            await connection.stream.waitUntilReleased()
                             throw HTTPLinkError(.shutDown, "the link was shut down while it was opening")
                         }
                         return connection
@@ -229,7 +230,10 @@ extension HTTP2Link {
         let configuration = self.configuration
         do {
             let build = self.connectionBuilder()
-            let (stream, built) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
+            let (stream, built) = try await withDeadline(
+                .now.advanced(by: configuration.openTimeout),
+                discardLate: { opened in opened.0.channel.close(promise: nil) }
+            ) {
                 try await self.transport.open(on: self.eventLoop, building: build)
             }
             self.opens.withLock { $0 += 1 }

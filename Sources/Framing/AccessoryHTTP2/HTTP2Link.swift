@@ -103,15 +103,23 @@ public final class HTTP2Link: Sendable {
     /// GOAWAY; docs/framing.md §8), instead of opening it again.
     public var renewalCount: Int { self.renewals.withLock { $0 } }
 
-    /// Closes the connection; requests after this fail with `.shutDown`.
+    /// Closes the connection and waits until the transport has released what it held (an
+    /// `exec:` device's process group gone, a serial line's settings restored), as
+    /// `HTTPLink.shutdown()` does; requests after this fail with `.shutDown`. An open under way is
+    /// cancelled, and what it made is closed and waited for too.
     public func shutdown() async {
         let state = self.connection.withLock { state in
             defer { state = .shutDown }
             return state
         }
         switch state {
-        case .open(let connection): try? await connection.channel.close()
-        case .opening(let task): (try? await task.value).map { $0.channel.close(promise: nil) }
+        case .open(let connection):
+            try? await connection.channel.close()
+            await connection.stream.waitUntilReleased()
+        case .opening(let task):
+            // The open finds the link shut down when it ends, and closes what it opened itself.
+            task.cancel()
+            _ = await task.result
         case .idle, .shutDown: break
         }
     }

@@ -153,6 +153,9 @@ final class ResponseBatches {
             )
             if self.ending == nil { self.ending = .failed(error) }
             bounded.fail(error)
+            // A read of the response waiting beside the write ends now too: the reset removes
+            // the stream, and no end of it follows to wake that read.
+            self.handOver()
             self.owner?.resetStream()
         }
         written.assumeIsolated().whenComplete { result in

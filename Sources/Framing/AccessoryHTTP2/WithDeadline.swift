@@ -1,8 +1,11 @@
 import AccessoryHTTP1
 
-/// Runs `body`, ending it with `HTTPLinkError(.exchangeTimeout)` when `deadline` passes.
+/// Runs `body`, ending it with `HTTPLinkError(.exchangeTimeout)` when `deadline` passes. Work
+/// that ignores its cancellation and still succeeds after the deadline (an open that makes a
+/// child process or claims an interface) hands its result to `discardLate`, which closes it.
 func withDeadline<Result: Sendable>(
     _ deadline: ContinuousClock.Instant,
+    discardLate: (Result) -> Void = { _ in },
     _ body: () async throws -> Result
 ) async throws -> Result {
     try await withoutActuallyEscaping(body) { body in
@@ -16,6 +19,15 @@ func withDeadline<Result: Sendable>(
             defer { group.cancelAll() }
             guard let first = try await group.next() else { throw CancellationError() }
             guard let result = first else {
+                group.cancelAll()
+                while true {
+                    do {
+                        guard let late = try await group.next() else { break }
+                        if let late { discardLate(late) }
+                    } catch {
+                        continue  // the work failed as it was cancelled: nothing to close
+                    }
+                }
                 throw HTTPLinkError(.exchangeTimeout, "the exchange took longer than its deadline")
             }
             return result
