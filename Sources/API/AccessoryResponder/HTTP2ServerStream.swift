@@ -199,8 +199,12 @@ final class HTTP2ServerStream: ResponderLinkEnd {
         }
     }
 
-    func cancelWaiters() {
-        self.waits.cancelWaiters()
+    func cancelPartWaiter() {
+        self.waits.cancelPartWaiter()
+    }
+
+    func cancelWritabilityWaiters() {
+        self.waits.resumeWritabilityWaiters(.failure(CancellationError()))
     }
 
     /// RST_STREAM NO_ERROR once the answer went out whole, if the host is still sending the

@@ -78,13 +78,12 @@ final class LinkWaits {
         for waiter in waiters { waiter.resume(with: result) }
     }
 
-    /// The task was cancelled: whatever it waits for fails with `CancellationError`.
-    func cancelWaiters() {
+    /// The reading task was cancelled: its wait for a part fails with `CancellationError`.
+    func cancelPartWaiter() {
         if let waiter = self.partWaiter {
             self.partWaiter = nil
             waiter.resume(with: .failure(CancellationError()))
         }
-        self.resumeWritabilityWaiters(.failure(CancellationError()))
     }
 }
 

@@ -1,6 +1,7 @@
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
+import Synchronization
 
 /// The responder's side of one link, as the link's task sees it: the next request part, and
 /// response parts written in order with back-pressure. The link is a whole HTTP/1.1 channel
@@ -81,17 +82,29 @@ struct ResponderLink: Sendable {
             case .empty: break
             }
         }
-        // A task cancelled while it waits (the responder is stopping) stops waiting.
+        // A task cancelled while it waits (the responder is stopping) stops waiting. The flag
+        // is set before the cancel is queued, and looked at on the event loop before the wait
+        // begins: a cancel that comes while the wait is on its way to the event loop is not lost.
+        let cancellation = WaitCancellation()
         return try await withTaskCancellationHandler {
             guard eventLoop.inEventLoop else {
-                return try await eventLoop.flatSubmit { end.value.nextPart() }.get()
+                return try await eventLoop.flatSubmit { () -> EventLoopFuture<HTTPRequestPart?> in
+                    if cancellation.isCancelled { return eventLoop.makeFailedFuture(CancellationError()) }
+                    return end.value.nextPart()
+                }.get()
             }
-            return try await withCheckedThrowingContinuation { continuation in
+            return try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<HTTPRequestPart?, any Error>) in
                 // Still on the event loop: nothing can arrive between `takePart` and this.
-                end.value.wait(.continuation(continuation))
+                if cancellation.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    end.value.wait(.continuation(continuation))
+                }
             }
         } onCancel: {
-            eventLoop.execute { end.value.cancelWaiters() }
+            cancellation.cancel()
+            eventLoop.execute { end.value.cancelPartWaiter() }
         }
     }
 
@@ -112,16 +125,25 @@ struct ResponderLink: Sendable {
         if eventLoop.inEventLoop {
             guard try !end.value.write(parts) else { return }
         }
+        let cancellation = WaitCancellation()
         try await withTaskCancellationHandler {
             guard eventLoop.inEventLoop else {
-                try await eventLoop.flatSubmit { end.value.writeThenWaitForWritability(parts) }.get()
+                try await eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
+                    if cancellation.isCancelled { return eventLoop.makeFailedFuture(CancellationError()) }
+                    return end.value.writeThenWaitForWritability(parts)
+                }.get()
                 return
             }
-            try await withCheckedThrowingContinuation { continuation in
-                end.value.waitForWritability(.continuation(continuation))
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if cancellation.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    end.value.waitForWritability(.continuation(continuation))
+                }
             }
         } onCancel: {
-            eventLoop.execute { end.value.cancelWaiters() }
+            cancellation.cancel()
+            eventLoop.execute { end.value.cancelWritabilityWaiters() }
         }
     }
 
@@ -174,8 +196,12 @@ protocol ResponderLinkEnd: AnyObject, SendableMetatype {
     func write(_ parts: some Sequence<HTTPResponsePart>) throws -> Bool
     /// Resumes `waiter` once the link can take more (at once if it can now).
     func waitForWritability(_ waiter: LinkWaiter<Void>)
-    /// The link's task was cancelled: whatever it waits for fails with `CancellationError`.
-    func cancelWaiters()
+    /// The task reading the request was cancelled: its wait for a part fails with
+    /// `CancellationError` (a task writing the answer beside it is not disturbed).
+    func cancelPartWaiter()
+    /// The task writing the answer was cancelled: its wait for writability fails with
+    /// `CancellationError`.
+    func cancelWritabilityWaiters()
     /// See ``ResponderLink/resetAfterCompleteAnswer()``; nothing on an HTTP/1.1 link.
     func resetAfterCompleteAnswer()
 }
@@ -228,4 +254,15 @@ enum LinkWaiter<Value: Sendable> {
         case .promise(let promise): promise.completeWith(result)
         }
     }
+}
+
+/// Whether the task behind one wait of a ``ResponderLink`` was cancelled, readable from the
+/// event loop: the cancellation handler sets it before it queues the cancel of the wait, so the
+/// event loop either sees it before the wait begins or finds the wait to cancel.
+final class WaitCancellation: Sendable {
+    private let flag = Atomic<Bool>(false)
+
+    var isCancelled: Bool { self.flag.load(ordering: .acquiring) }
+
+    func cancel() { self.flag.store(true, ordering: .releasing) }
 }

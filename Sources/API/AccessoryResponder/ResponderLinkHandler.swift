@@ -168,8 +168,12 @@ final class ResponderLinkHandler: ChannelDuplexHandler, RemovableChannelHandler,
         }
     }
 
-    func cancelWaiters() {
-        self.waits.cancelWaiters()
+    func cancelPartWaiter() {
+        self.waits.cancelPartWaiter()
+    }
+
+    func cancelWritabilityWaiters() {
+        self.waits.resumeWritabilityWaiters(.failure(CancellationError()))
     }
 
     // MARK: Helpers
