@@ -19,8 +19,13 @@ extension USBLinkBridge {
     /// - Returns: nil if the stall is an error; otherwise whether this stall starts the clearing
     ///   (true) or joins one under way (false).
     static func carryOn(afterStallOf slot: TransferSlot, actualLength: Int, state: inout State) -> Bool? {
+        // Only before the halt was cleared: a transfer sent again after the clearing that stalls
+        // once more is the second halt, an error. (Joining the clearing then, as the check
+        // `clearingHalt || haltsCleared == 0` let it while the resent batch was still going
+        // out, left that transfer in `stalledOutputs` for good: its bytes never sent, and no
+        // error until the HTTP idle timeout.)
         guard !slot.isInput, !state.closing, actualLength == 0, state.outputBytesSent == 0,
-            state.clearingHalt || state.haltsCleared == 0
+            state.haltsCleared == 0
         else { return nil }
         state.stalledOutputs.append(slot)
         if state.clearingHalt { return false }
