@@ -78,6 +78,9 @@ extension HTTP2Link {
     ) async throws -> HTTP2StreamExchange {
         try await multiplexer.openStream { stream in
             stream.eventLoop.makeCompletedFuture {
+                // After the device's GOAWAY the request goes to a new connection (as on a link of
+                // frame-level streams); NIO would fail its HEADERS only when written.
+                if let refusal = connection.value.refusal { throw HTTP2StreamsRefused(reason: refusal) }
                 let batches = ResponseBatches(
                     eventLoop: stream.eventLoop,
                     idleTimeout: configuration.idleTimeout,

@@ -79,7 +79,20 @@ final class ResponseStreamHandler: ChannelDuplexHandler, ResponseBatches.Owner {
         self.awaitingResetCause = true
         context.eventLoop.assumeIsolated().execute {
             self.awaitingResetCause = false
-            self.batches.end(.failed(self.resetCauses.take(for: reset.streamID) ?? reset))
+            if let cause = self.resetCauses.take(for: reset.streamID) {
+                self.batches.end(.failed(cause))
+            } else if self.connection.refused(reset.streamID) {
+                // Closed by the device's GOAWAY, unprocessed: the exchange may send it again.
+                self.batches.end(
+                    .failed(
+                        HTTP2StreamsRefused(
+                            reason: "the device sent GOAWAY before it processed stream \(reset.streamID)"
+                        )
+                    )
+                )
+            } else {
+                self.batches.end(.failed(reset))
+            }
         }
     }
 

@@ -13,6 +13,9 @@ import NIOHTTP2
 ///   channel close ("ended before a response head"), and nothing was sent again.
 /// - It runs the connection's ``LivenessCheck``: a stream channel sees only its own frames; this
 ///   one sees the end of every read and the PING acknowledgements on stream 0.
+/// - It keeps the device's GOAWAY: streams above its last stream ID were not processed (RFC 9113
+///   §6.8), and their exchanges may send them again (``refused(_:)``); no new stream opens here
+///   (``refusal``). NIO closes those stream channels with CANCEL, which alone reads as a reset.
 final class StreamChannelsConnection: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTP2Frame
     typealias InboundOut = HTTP2Frame
@@ -22,6 +25,17 @@ final class StreamChannelsConnection: ChannelInboundHandler, RemovableChannelHan
     private var context: ChannelHandlerContext?
     /// The responses of the open streams, by their handler.
     private var openStreams: [ObjectIdentifier: ResponseBatches] = [:]
+    /// The last stream ID of the device's GOAWAY, once it sent one.
+    private var goAwayLastStreamID: HTTP2StreamID?
+
+    /// Why no new stream may open on this connection, if none may.
+    var refusal: String? { self.goAwayLastStreamID == nil ? nil : "the device sent GOAWAY" }
+
+    /// Whether the device's GOAWAY left stream `id` out: it was not processed.
+    func refused(_ id: HTTP2StreamID) -> Bool {
+        guard let last = self.goAwayLastStreamID else { return false }
+        return id > last
+    }
 
     init() {}
 
@@ -47,7 +61,12 @@ final class StreamChannelsConnection: ChannelInboundHandler, RemovableChannelHan
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = self.unwrapInboundIn(data)
-        if frame.streamID == .rootStream { self.check.received(frame) }
+        if frame.streamID == .rootStream {
+            self.check.received(frame)
+            if case .goAway(let lastStreamID, _, _) = frame.payload {
+                self.goAwayLastStreamID = min(lastStreamID, self.goAwayLastStreamID ?? lastStreamID)
+            }
+        }
         context.fireChannelRead(data)
     }
 
