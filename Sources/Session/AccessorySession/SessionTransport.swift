@@ -126,8 +126,10 @@ public struct SessionTransport: ByteStreamTransport {
         return (stream, session)
     }
 
-    /// Waits for the device's HELLO_ACK; on failure the stream is closed and the error carries
-    /// what the transport knows (a child's stderr…).
+    /// Waits for the device's HELLO_ACK; on failure the stream is closed, the transport has
+    /// released what it held (an `exec:` child reaped) before this throws, and the error carries
+    /// what the transport knows (a child's stderr…). A shutdown cancels an open here and then
+    /// counts on nothing of it being left behind.
     private static func awaitHandshake(
         _ handshake: EventLoopFuture<SessionInfo>,
         on opened: OpenedByteStream
@@ -140,12 +142,14 @@ public struct SessionTransport: ByteStreamTransport {
             }
         } catch let error as SessionError {
             opened.channel.close(promise: nil)
+            await opened.waitUntilReleased()
             if let diagnostics = await opened.diagnostics() {
                 throw SessionError(error.code, "\(error.message) (\(diagnostics))")
             }
             throw error
         } catch {
             opened.channel.close(promise: nil)
+            await opened.waitUntilReleased()
             throw error
         }
     }
