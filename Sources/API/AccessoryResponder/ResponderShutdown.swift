@@ -1,3 +1,4 @@
+import AccessoryTransport
 import Synchronization
 
 /// Asks a responder's links to end gracefully: an HTTP/2 connection sends GOAWAY (RFC 9113
@@ -43,7 +44,7 @@ public final class ResponderShutdown: Sendable {
         let deadline = clock.now + bound
         while self.links.load(ordering: .relaxed) > 0 {
             guard clock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(20))
+            await sleepUncancelled(for: .milliseconds(20))  // a cancelled caller must not spin
         }
         return true
     }

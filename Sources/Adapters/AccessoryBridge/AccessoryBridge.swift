@@ -333,7 +333,7 @@ public final class AccessoryBridge: Sendable {
         self.tracker.drain()
         let deadline = ContinuousClock.now + self.configuration.gracePeriod
         while self.tracker.count > 0 && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+            await sleepUncancelled(for: .milliseconds(20))  // a cancelled caller still gets its grace
         }
         self.tracker.closeAll()
     }

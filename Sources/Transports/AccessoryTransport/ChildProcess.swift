@@ -84,19 +84,16 @@ final class ChildProcess: Sendable {
     /// after the child's exit (then the group gets `SIGKILL`).
     func waitUntilGroupEnded(limit: Duration) async {
         _ = try? await self.exitFuture.get()
-        // In a task of its own: the caller's may be cancelled (a CLI after SIGINT), and there
-        // Task.sleep returns at once, which turned this poll into a busy loop.
-        await Task {
-            let clock = ContinuousClock()
-            let deadline = clock.now + limit
-            while self.groupIsAlive {
-                if clock.now >= deadline {
-                    self.send(SIGKILL)
-                    return
-                }
-                try? await Task.sleep(for: .milliseconds(20))
+        // The caller may be cancelled (a CLI after SIGINT): the poll must still wait, not spin.
+        let clock = ContinuousClock()
+        let deadline = clock.now + limit
+        while self.groupIsAlive {
+            if clock.now >= deadline {
+                self.send(SIGKILL)
+                return
             }
-        }.value
+            await sleepUncancelled(for: .milliseconds(20))
+        }
     }
 
     /// Blocks until the child exits, reaps it and completes ``exitFuture``.

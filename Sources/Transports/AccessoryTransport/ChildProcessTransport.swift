@@ -138,16 +138,13 @@ public struct ChildProcessTransport: ByteStreamTransport {
     private static func describe(_ process: ChildProcess, command: String, stderr: StderrRingBuffer, stderrOpen: Bool)
         async -> String
     {
-        // In a task of its own: in a cancelled caller's (an open cancelled by a shutdown)
-        // Task.sleep returns at once, and this poll became a busy loop that could starve the
-        // very child it waits for.
-        await Task {
-            let clock = ContinuousClock()
-            let deadline = clock.now + Self.diagnosticsWait
-            while clock.now < deadline, process.exitStatus == nil || (stderrOpen && !stderr.hasEnded) {
-                try? await Task.sleep(for: .milliseconds(10))
-            }
-        }.value
+        // The caller may be cancelled (an open that a shutdown cancelled): the poll must still
+        // wait, not spin and starve the very child it waits for.
+        let clock = ContinuousClock()
+        let deadline = clock.now + Self.diagnosticsWait
+        while clock.now < deadline, process.exitStatus == nil || (stderrOpen && !stderr.hasEnded) {
+            await sleepUncancelled(for: .milliseconds(10))
+        }
         let state = process.exitStatus.map(\.description) ?? "is still running (pid \(process.pid))"
         let text = stderr.text
         let tail = text.isEmpty ? "it wrote nothing to stderr" : "its stderr ended with: \(text)"

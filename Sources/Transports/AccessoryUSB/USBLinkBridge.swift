@@ -78,7 +78,7 @@ final class USBLinkBridge: Sendable {
             if access(deviceNode, F_OK) != 0 {
                 return "the USB device \(self.name) was disconnected (\(failure))"
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            await sleepUncancelled(for: .milliseconds(50))  // a cancelled open still tells an unplug
         }
         return failure
     }
