@@ -14,7 +14,7 @@ import Synchronization
 ///
 /// Threads: one runs libusb's event loop (and tears everything down at the end), one reads the
 /// socket and submits OUT transfers (up to `transfersInFlight` at once), one writes completed IN
-/// transfers to the socket in completion order and resubmits them. Any failure (unplug, stall,
+/// transfers to the socket in completion order and resubmits them (USBLinkBridge+Pumps.swift). Any failure (unplug, stall,
 /// timeout) records a reason, cancels every transfer and shuts the socket down, so the HTTP
 /// layer sees the stream end at once and reads the reason from the diagnostics.
 final class USBLinkBridge: Sendable {
@@ -51,8 +51,8 @@ final class USBLinkBridge: Sendable {
     /// The bridge's end of the socketpair; closed in teardown.
     let socket: CInt
     let state = TrackedMutex(State())
-    private let inputReady = DispatchSemaphore(value: 0)
-    private let outputFree = DispatchSemaphore(value: 0)
+    let inputReady = DispatchSemaphore(value: 0)
+    let outputFree = DispatchSemaphore(value: 0)
 
     init(handle: LibUSBDeviceHandle, interface: USBLinkInterface, policy: USBTransferPolicy, name: String, socket: CInt)
     {
@@ -301,102 +301,5 @@ final class USBLinkBridge: Sendable {
             return slots
         }
         for slot in slots { slot.bridge = nil }
-    }
-
-    /// Socket → OUT transfers.
-    private func runWriter() {
-        defer { self.state.withLock { $0.writerDone = true } }
-        while true {
-            self.outputFree.wait()
-            guard
-                let slot = self.state.withLock({ state -> TransferSlot? in
-                    state.closing ? nil : state.freeOutputs.popLast()
-                })
-            else {
-                if self.state.withLock({ $0.closing }) { return }
-                continue
-            }
-            var count: Int
-            repeat {
-                count = read(self.socket, slot.buffer, slot.capacity)
-            } while count < 0 && errno == EINTR
-            if count == 0 {
-                self.fail(nil)  // the HTTP side closed the stream
-                return
-            }
-            if count < 0 {
-                let reason = String(cString: strerror(errno))
-                self.fail(
-                    self.state.withLock { $0.closing } ? nil : "reading the socket of \(self.name) failed: \(reason)"
-                )
-                return
-            }
-            // Only a write that would end in a zero-length packet asks whether more bytes wait
-            // (an ioctl): for any other, the answer changes nothing.
-            let wouldEndInZLP = self.policy.needsZeroLengthPacket(
-                afterWriting: count,
-                maxPacketSize: self.interface.output.maxPacketSize
-            )
-            if let error = self.submit(slot, length: count, moreBytesWaiting: wouldEndInZLP && self.socketHasBytes()) {
-                self.fail(
-                    error == .noDevice
-                        ? "the USB device \(self.name) was disconnected (\(error.name))"
-                        : "could not write to \(self.name): \(error)"
-                )
-                return
-            }
-        }
-    }
-
-    /// Whether the HTTP side has written bytes the writer has not read yet.
-    private func socketHasBytes() -> Bool {
-        var waiting: CInt = 0
-        return ioctl(self.socket, UInt(FIONREAD), &waiting) == 0 && waiting > 0
-    }
-
-    /// IN transfers → socket, in completion order.
-    private func runDelivery() {
-        defer { self.state.withLock { $0.deliveryDone = true } }
-        while true {
-            self.inputReady.wait()
-            guard
-                let slot = self.state.withLock({ state -> TransferSlot? in
-                    state.closing || state.completedInputs.isEmpty ? nil : state.completedInputs.removeFirst()
-                })
-            else {
-                if self.state.withLock({ $0.closing }) { return }
-                continue
-            }
-            let length = Int(slot.transfer.pointee.actual_length)
-            if length == 0 {
-                // 0-byte read: a ZLP that ended a transfer, or a device with nothing to say.
-                let consecutive = self.state.withLock { state -> Int in
-                    state.zeroLengthReads += 1
-                    return state.zeroLengthReads
-                }
-                let delay = USBTransferPolicy.zeroLengthReadDelay(consecutive: consecutive)
-                if delay > 0 { usleep(UInt32(delay) * 1000) }
-            } else {
-                self.state.withLock { $0.zeroLengthReads = 0 }
-                var offset = 0
-                while offset < length {
-                    let written = send(self.socket, slot.buffer + offset, length - offset, CInt(MSG_NOSIGNAL))
-                    if written < 0 && errno == EINTR { continue }
-                    if written <= 0 {
-                        self.fail(nil)  // the HTTP side is gone
-                        return
-                    }
-                    offset += written
-                }
-            }
-            if let error = self.submit(slot, length: slot.capacity) {
-                self.fail(
-                    error == .noDevice
-                        ? "the USB device \(self.name) was disconnected (\(error.name))"
-                        : "could not read from \(self.name): \(error)"
-                )
-                return
-            }
-        }
     }
 }
