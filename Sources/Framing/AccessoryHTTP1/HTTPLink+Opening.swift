@@ -72,17 +72,7 @@ extension HTTPLink {
             let handler = connection.handler
             try await self.eventLoop.flatSubmit { handler.value.settle() }.get()
         }
-        let shutDown = self.state.withLock { state in
-            if !state.isShutDown {
-                state.connection = connection
-                state.opens += 1
-            }
-            return state.isShutDown
-        }
-        if shutDown {
-            self.close(connection)
-            throw HTTPLinkError(.shutDown, "the link was shut down while it was opening")
-        }
+        try self.adopt(connection, counting: \.opens, whileIt: "was opening")
         self.configuration.tracer?.emit(.note(isReopen ? "reopened \(self.transport)" : "opened \(self.transport)"))
         return connection
     }
@@ -109,21 +99,32 @@ extension HTTPLink {
             throw try await self.enrich(error, parked)
         }
         let connection = Connection(stream: parked.stream, pipeline: pipeline, renewedInBand: true)
-        // As after an open: a shutdown meanwhile found no connection to close (the parked
-        // stream had left the state for the renewal), so this one is closed here.
+        // The parked stream had left the state for the renewal: a shutdown meanwhile found no
+        // connection to close.
+        try self.adopt(connection, counting: \.renewals, whileIt: "was restarting its session")
+        self.configuration.tracer?.emit(.note("started a new session on \(self.transport) (in band, not reopened)"))
+        return connection
+    }
+
+    /// Makes `connection` (just opened or renewed) the link's, and counts it in `counter`;
+    /// unless the link was shut down meanwhile: that shutdown found no connection to close, so
+    /// `connection` is closed here and the caller fails with `.shutDown`.
+    private func adopt(
+        _ connection: Connection,
+        counting counter: WritableKeyPath<LinkState, Int>,
+        whileIt doing: String
+    ) throws(HTTPLinkError) {
         let shutDown = self.state.withLock { state in
             if !state.isShutDown {
                 state.connection = connection
-                state.renewals += 1
+                state[keyPath: counter] += 1
             }
             return state.isShutDown
         }
         if shutDown {
             self.close(connection)
-            throw HTTPLinkError(.shutDown, "the link was shut down while it was restarting its session")
+            throw HTTPLinkError(.shutDown, "the link was shut down while it \(doing)")
         }
-        self.configuration.tracer?.emit(.note("started a new session on \(self.transport) (in band, not reopened)"))
-        return connection
     }
 
     /// The link is done with `connection`. A stream that can be renewed in band and is still
