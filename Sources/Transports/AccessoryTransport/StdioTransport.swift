@@ -80,7 +80,7 @@ public struct StdioTransport: ByteStreamTransport {
         }
 
         // With half-closes, a watch on a duplicate of stdout (see OutputHangUpWatch).
-        var watched: FileDescriptor?
+        let watched: FileDescriptor?
         if self.allowsHalfClose {
             do {
                 watched = try output.duplicate()
@@ -90,6 +90,8 @@ public struct StdioTransport: ByteStreamTransport {
                 restore()
                 throw TransportError(.openFailed, "could not duplicate stdout: \(error)")
             }
+        } else {
+            watched = nil
         }
         let watchedDescriptor = watched?.rawValue
         let channel: any Channel
