@@ -74,6 +74,7 @@ public struct TLSTransport: ByteStreamTransport {
                 )
             } catch {
                 opened.channel.close(promise: nil)
+                await opened.waitUntilReleased()
                 throw error
             }
         }
@@ -127,27 +128,15 @@ public struct TLSTransport: ByteStreamTransport {
         return configure(channel).map { handshake }
     }
 
-    /// Waits for the handshake; on failure the stream is closed and the error carries what the
-    /// transport knows.
+    /// Waits for the handshake; on failure the stream is closed, the transport has released what
+    /// it held (an `exec:` child reaped, a serial line restored) before this throws, and the
+    /// error carries what the transport knows.
     private static func awaitHandshake(
         _ handshake: EventLoopFuture<TLSSessionInfo>,
         on opened: OpenedByteStream
     ) async throws -> TLSSessionInfo {
-        do {
-            return try await withTaskCancellationHandler {
-                try await handshake.get()
-            } onCancel: {
-                opened.channel.close(promise: nil)
-            }
-        } catch let error as TLSError {
-            opened.channel.close(promise: nil)
-            if let diagnostics = await opened.diagnostics() {
-                throw TLSError(error.code, "\(error.message) (\(diagnostics))")
-            }
-            throw error
-        } catch {
-            opened.channel.close(promise: nil)
-            throw error
+        try await opened.awaitOpeningStep(handshake, explaining: TLSError.self) { error, diagnostics in
+            TLSError(error.code, "\(error.message) (\(diagnostics))")
         }
     }
 
@@ -176,6 +165,7 @@ public struct TLSTransport: ByteStreamTransport {
             $0.eventLoop.makeSucceededVoidFuture()
         }
         try? await stream.channel.close()
+        await stream.waitUntilReleased()  // `trust` exits next: no device left behind
         return session
     }
 }

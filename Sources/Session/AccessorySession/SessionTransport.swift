@@ -134,23 +134,8 @@ public struct SessionTransport: ByteStreamTransport {
         _ handshake: EventLoopFuture<SessionInfo>,
         on opened: OpenedByteStream
     ) async throws -> SessionInfo {
-        do {
-            return try await withTaskCancellationHandler {
-                try await handshake.get()
-            } onCancel: {
-                opened.channel.close(promise: nil)
-            }
-        } catch let error as SessionError {
-            opened.channel.close(promise: nil)
-            await opened.waitUntilReleased()
-            if let diagnostics = await opened.diagnostics() {
-                throw SessionError(error.code, "\(error.message) (\(diagnostics))")
-            }
-            throw error
-        } catch {
-            opened.channel.close(promise: nil)
-            await opened.waitUntilReleased()
-            throw error
+        try await opened.awaitOpeningStep(handshake, explaining: SessionError.self) { error, diagnostics in
+            SessionError(error.code, "\(error.message) (\(diagnostics))")
         }
     }
 }
