@@ -65,7 +65,8 @@ extension HTTPLink {
         let opened = try await LinkOpener(
             transport: self.transport,
             configuration: self.configuration,
-            eventLoop: self.eventLoop
+            eventLoop: self.eventLoop,
+            stragglers: self.stragglers
         ).open(discardingInput: mustSettle)
         let connection = Connection(stream: opened.stream, pipeline: opened.pipeline)
         if mustSettle {
@@ -90,7 +91,8 @@ extension HTTPLink {
             pipeline = try await LinkOpener(
                 transport: self.transport,
                 configuration: self.configuration,
-                eventLoop: self.eventLoop
+                eventLoop: self.eventLoop,
+                stragglers: self.stragglers
             ).renew(parked.stream, replacing: parked.pipeline)
         } catch {
             let wasOpen = parked.stream.channel.isActive

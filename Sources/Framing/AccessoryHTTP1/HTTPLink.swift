@@ -23,6 +23,8 @@ public final class HTTPLink: Sendable {
     /// Runs this link's exchanges (see ``execute(_:body:deadline:_:)``).
     public let taskExecutor: EventLoopTaskExecutor
     private let gate = FIFOGate()
+    /// Opens a timeout gave up on, still ending (``shutdown()`` waits for them).
+    let stragglers = OpenStragglers()
     let state = TrackedMutex(LinkState())
     private let nextExchangeID = Atomic<UInt64>(0)
 
@@ -305,6 +307,8 @@ public final class HTTPLink: Sendable {
         for stream in self.state.withLock({ Array($0.releasing.values) }) {
             await stream.waitUntilReleased()
         }
+        // Opens that timed out are still closing what they made: that too ends before this returns.
+        await self.stragglers.waitForAll(atMost: LinkOpener.cancelledOpenGrace)
     }
 
     /// Closes the link's byte stream once no exchange uses it, and waits until the transport
@@ -314,8 +318,10 @@ public final class HTTPLink: Sendable {
     public func releaseTransport() async -> Bool {
         guard (try? await self.waitInLine(until: nil)) != nil else { return false }
         defer { self.gate.leave() }
-        // An open whose request gave up may still be under way: it is let finish, then closed.
+        // An open whose request gave up may still be under way: it is let finish, then closed;
+        // one that timed out is let end closing what it made.
         await self.waitForPendingOpen()
+        await self.stragglers.waitForAll(atMost: LinkOpener.cancelledOpenGrace)
         let open = self.state.withLock { state in
             state.isShutDown ? [] : [state.connection, state.parked].compactMap { $0 }
         }

@@ -11,6 +11,8 @@ struct LinkOpener: Sendable {
     let transport: any ByteStreamTransport
     let configuration: LinkConfiguration
     let eventLoop: any EventLoop
+    /// Where an open that timed out goes on ending (the link's shutdown waits for it).
+    let stragglers: OpenStragglers
 
     /// - Parameter discardingInput: start the guard in discard mode, so that stale bytes that
     ///   arrive before ``HTTPLinkHandler/settle()`` takes over are dropped, not reported as stray.
@@ -21,6 +23,7 @@ struct LinkOpener: Sendable {
             let opened = try await Self.race(
                 "opening \(transport)",
                 timeout: self.configuration.openTimeout,
+                stragglers: self.stragglers,
                 cancelled: "the request was cancelled while the link was opening",
                 discard: { opened in
                     opened.stream.channel.close(promise: nil)
@@ -51,6 +54,7 @@ struct LinkOpener: Sendable {
             return try await Self.race(
                 "restarting the session on \(self.transport)",
                 timeout: self.configuration.openTimeout,
+                stragglers: self.stragglers,
                 cancelled: "the request was cancelled while the link was restarting its session",
                 discard: { _ in
                     channel.close(promise: nil)
@@ -156,10 +160,13 @@ struct LinkOpener: Sendable {
     /// must not leave behind what the open makes (an `exec:` child, a claimed interface): a
     /// cancelled race cancels the operation too and waits up to ``cancelledOpenGrace`` for it to
     /// end, its result closed and released. An operation that ignores cancellation is left to
-    /// end on its own, as before.
+    /// end on its own, as before. A race that times out fails at once (the open timeout is a
+    /// deadline the caller set) and leaves the cancelled operation to `stragglers`, which the
+    /// link's shutdown waits for.
     private static func race<Output: Sendable>(
         _ what: String,
         timeout: Duration,
+        stragglers: OpenStragglers,
         cancelled: String,
         discard: @escaping @Sendable (Output) async -> Void,
         _ operation: @escaping @Sendable () async throws -> Output
@@ -177,6 +184,7 @@ struct LinkOpener: Sendable {
             try await Task.sleep(for: timeout)
             if outcome.resume(with: .failure(HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)"))) {
                 opening.cancel()
+                stragglers.track(opening)
             }
         }
         outcome.onFinish { timer.cancel() }
