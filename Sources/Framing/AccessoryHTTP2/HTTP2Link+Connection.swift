@@ -175,7 +175,22 @@ extension HTTP2Link {
         self.connection.withLock { state in
             if !parked, case .open(let current) = state, current.channel === connection.channel { state = .idle }
         }
-        if close && !parked { connection.channel.close(promise: nil) }
+        if !parked { self.release(connection.stream, close: close) }
+    }
+
+    /// Closes `stream` (unless `close` is false: it is still in use and closes by itself), and
+    /// keeps it until the transport has released what it held (an `exec:` child reaped), so that
+    /// ``HTTP2Link/shutdown()`` waits for it: a stream the link let go of before the shutdown
+    /// must not outlive it either.
+    func release(_ stream: OpenedByteStream, close: Bool = true) {
+        let key = ObjectIdentifier(stream.channel)
+        let isNew = self.releasing.withLock { $0.updateValue(stream, forKey: key) == nil }
+        if close { stream.channel.close(promise: nil) }
+        guard isNew else { return }
+        Task {
+            await stream.waitUntilReleased()
+            self.releasing.withLock { _ = $0.removeValue(forKey: key) }
+        }
     }
 
     /// A new connection after `previous`: on a new session on its transport when it gave its
@@ -185,7 +200,7 @@ extension HTTP2Link {
         if previous.isParked, previous.channel.isActive, previous.stream.renewal != nil {
             if let renewed = try await self.renew(previous) { return renewed }
         } else {
-            previous.channel.close(promise: nil)
+            self.release(previous.stream)
         }
         return try await self.open()
     }
@@ -208,7 +223,7 @@ extension HTTP2Link {
             return Connection(stream: parked.stream, streams: streams, parking: parking)
         } catch {
             let wasOpen = parked.channel.isActive
-            parked.channel.close(promise: nil)
+            self.release(parked.stream)
             guard wasOpen else { return nil }
             switch error {
             case let error as HTTPLinkError where error.code == .exchangeTimeout:
@@ -235,7 +250,7 @@ extension HTTP2Link {
             let build = self.connectionBuilder()
             let (stream, built) = try await withDeadline(
                 .now.advanced(by: configuration.openTimeout),
-                discardLate: { opened in opened.0.channel.close(promise: nil) }
+                discardLate: { opened in self.release(opened.0) }
             ) {
                 try await self.transport.open(on: self.eventLoop, building: build)
             }

@@ -29,6 +29,8 @@ public final class HTTP2Link: Sendable {
     public let eventLoop: any EventLoop
 
     let connection = TrackedMutex<ConnectionState>(.idle)
+    /// Streams the link let go of that may still be releasing what they held (``release(_:close:)``).
+    let releasing = TrackedMutex<[ObjectIdentifier: OpenedByteStream]>([:])
     let opens = TrackedMutex(0)
     let renewals = TrackedMutex(0)
 
@@ -106,7 +108,8 @@ public final class HTTP2Link: Sendable {
     /// Closes the connection and waits until the transport has released what it held (an
     /// `exec:` device's process group gone, a serial line's settings restored), as
     /// `HTTPLink.shutdown()` does; requests after this fail with `.shutDown`. An open under way is
-    /// cancelled, and what it made is closed and waited for too.
+    /// cancelled, and what it made is closed and waited for too, as is every stream the link
+    /// closed before (a connection that failed, one a reopen replaced).
     public func shutdown() async {
         let state = self.connection.withLock { state in
             defer { state = .shutDown }
@@ -122,6 +125,16 @@ public final class HTTP2Link: Sendable {
             _ = await task.result
         case .idle, .shutDown: break
         }
+        await self.closeReleasing()
+    }
+
+    /// Closes the streams the link let go of before (one still in use, a connection draining
+    /// after the device's GOAWAY, is cut now) and waits until each is released.
+    private func closeReleasing() async {
+        for stream in self.releasing.withLock({ Array($0.values) }) {
+            stream.channel.close(promise: nil)
+            await stream.waitUntilReleased()
+        }
     }
 
     /// Closes the connection, and waits until the transport released what it held, so that
@@ -133,6 +146,7 @@ public final class HTTP2Link: Sendable {
             state = .idle
             return connection
         }
+        await self.closeReleasing()
         guard let released else { return false }
         released.channel.close(promise: nil)
         await released.stream.waitUntilReleased()
