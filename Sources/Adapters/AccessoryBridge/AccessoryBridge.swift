@@ -177,16 +177,40 @@ public final class AccessoryBridge: Sendable {
     public var connectionCount: Int { self.tracker.count }
 
     /// Binds `listeners` (call before ``run()``); returns them as bound (a TCP port 0 resolved).
+    /// If one cannot be bound, those bound before it are closed again (their socket files
+    /// removed) before this throws: a daemon that goes on without this bridge (a reload that
+    /// skips a section) leaves no listener behind that accepts and never answers.
     public func bind(_ listeners: [BridgeListener]) async throws(BridgeError) -> [BridgeListener] {
         try self.checkDNSSD()
+        for listener in listeners where !listener.isLocal && !self.configuration.allowRemote {
+            throw BridgeError(
+                .remoteNotAllowed,
+                "--listen \(listener) would let any machine that reaches that address use the accessory; listen on 127.0.0.1 or ::1, or pass --allow-remote if that is what you want"
+            )
+        }
+        let before = self.state.withLock {
+            (servers: $0.servers.count, paths: $0.socketPaths.count, tcp: $0.boundTCP.count)
+        }
+        do {
+            return try await self.bindEach(listeners)
+        } catch {
+            let (servers, paths) = self.state.withLock { state in
+                defer {
+                    state.servers.removeSubrange(before.servers...)
+                    state.socketPaths.removeSubrange(before.paths...)
+                    state.boundTCP.removeSubrange(before.tcp...)
+                }
+                return (Array(state.servers[before.servers...]), Array(state.socketPaths[before.paths...]))
+            }
+            for server in servers { try? await server.channel.close() }
+            for path in paths { _ = unlink(path) }
+            throw error
+        }
+    }
+
+    private func bindEach(_ listeners: [BridgeListener]) async throws(BridgeError) -> [BridgeListener] {
         var bound: [BridgeListener] = []
         for listener in listeners {
-            if !listener.isLocal && !self.configuration.allowRemote {
-                throw BridgeError(
-                    .remoteNotAllowed,
-                    "--listen \(listener) would let any machine that reaches that address use the accessory; listen on 127.0.0.1 or ::1, or pass --allow-remote if that is what you want"
-                )
-            }
             let server = try await self.bindOne(listener)
             self.state.withLock { $0.servers.append(server) }
             switch listener {
@@ -237,12 +261,17 @@ public final class AccessoryBridge: Sendable {
                     cleanupExistingSocketFile: false,
                     childChannelInitializer: initializer
                 )
-                try UnixSocketPath.apply(
-                    mode: self.configuration.socketMode,
-                    group: self.configuration.socketGroup,
-                    to: path
-                )
                 self.state.withLock { $0.socketPaths.append(path) }
+                do {
+                    try UnixSocketPath.apply(
+                        mode: self.configuration.socketMode,
+                        group: self.configuration.socketGroup,
+                        to: path
+                    )
+                } catch {
+                    try? await server.channel.close()  // `bind` removes the path
+                    throw error
+                }
                 return server
             case .tcp(let host, let port):
                 return try await bootstrap.bind(host: host, port: port, childChannelInitializer: initializer)

@@ -14,7 +14,13 @@ final class BridgeAdmission: Sendable {
         var active = 0
         var waiters: [Waiter] = []
         var nextID: UInt64 = 0
-        /// Waiters given up before they were queued (a timeout or cancel that came first).
+        /// Waiters that have their id but are not queued yet (between the two steps of
+        /// ``acquire(timeout:)``).
+        var reserved: Set<UInt64> = []
+        /// Of those, the ones given up before they were queued (a timeout or cancel that came
+        /// first). Only a reserved id is ever put here, so it cannot grow: a give-up that comes
+        /// after the waiter was admitted or turned away (its timer firing as the turn came) finds
+        /// the id in neither place and does nothing.
         var abandoned: Set<UInt64> = []
         /// Since when no exchange has run nor waited (`nil` while one does).
         var idleSince: ContinuousClock.Instant? = .now
@@ -42,6 +48,7 @@ final class BridgeAdmission: Sendable {
                 return nil
             }
             state.nextID += 1
+            state.reserved.insert(state.nextID)
             return state.nextID
         }
         guard let id else { return true }
@@ -53,8 +60,9 @@ final class BridgeAdmission: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let admitted: Bool? = self.state.withLock { state in
-                    // A turn may have come free between the check above and now.
+                    state.reserved.remove(id)
                     if state.abandoned.remove(id) != nil { return false }
+                    // A turn may have come free between the check above and now.
                     if state.active < self.limit && state.waiters.isEmpty && !state.closed {
                         state.active += 1
                         return true
@@ -110,10 +118,13 @@ final class BridgeAdmission: Sendable {
         for waiter in admitted { waiter.continuation.resume(returning: true) }
     }
 
-    private func giveUp(_ id: UInt64) {
+    /// Ids given up before they were queued and not yet seen by their waiter (for tests).
+    var abandonedCount: Int { self.state.withLock { $0.abandoned.count } }
+
+    func giveUp(_ id: UInt64) {
         let waiter: Waiter? = self.state.withLock { state in
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
-                state.abandoned.insert(id)
+                if state.reserved.contains(id) { state.abandoned.insert(id) }
                 return nil
             }
             return state.waiters.remove(at: index)
