@@ -47,8 +47,9 @@ struct BridgeSendTests {
     }
 
     @Test func aSendThatTakesNothingFails() {
-        var byte: UInt8 = 1
-        var vectors = [iovec(iov_base: &byte, iov_len: 1)]
+        let byte = UnsafeMutablePointer<UInt8>.allocate(capacity: 1)
+        defer { byte.deallocate() }
+        var vectors = [iovec(iov_base: UnsafeMutableRawPointer(byte), iov_len: 1)]
         #expect(!USBLinkBridge.sendAll(&vectors) { _, _ in 0 })
     }
 }
