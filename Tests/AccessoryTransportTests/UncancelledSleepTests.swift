@@ -22,3 +22,29 @@ struct UncancelledSleepTests {
         #expect(uncancelled >= .milliseconds(200), "ten 20 ms sleeps took \(uncancelled)")
     }
 }
+
+/// `waitForTasks(_:atMost:)`: the bound holds whatever the tasks and the caller do.
+struct BoundedWaitTests {
+    @Test func aTaskThatRunsOnIsWaitedForOnlyUntilTheBound() async {
+        let stubborn = Task { await sleepUncancelled(for: .seconds(5)) }
+        defer { stubborn.cancel() }
+        let clock = ContinuousClock()
+        let started = clock.now
+        await waitForTasks([stubborn], atMost: .milliseconds(200))
+        let took = clock.now - started
+        #expect(took >= .milliseconds(190) && took < .seconds(2), "waited \(took)")
+    }
+
+    @Test func aCancelledCallerStillWaitsUntilTheTasksEndOrTheBound() async {
+        let short = Task { await sleepUncancelled(for: .milliseconds(150)) }
+        let waiter = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            let clock = ContinuousClock()
+            let started = clock.now
+            await waitForTasks([short], atMost: .seconds(5))
+            return clock.now - started
+        }
+        let took = await waiter.value
+        #expect(took >= .milliseconds(140) && took < .seconds(2), "waited \(took)")
+    }
+}

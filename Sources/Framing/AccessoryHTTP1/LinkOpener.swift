@@ -202,7 +202,7 @@ struct LinkOpener: Sendable {
             }
         } catch {
             if wasCancelled.load(ordering: .relaxed) {
-                await Self.wait(for: opening, atMost: Self.cancelledOpenGrace)
+                await waitForTasks([opening], atMost: Self.cancelledOpenGrace)
             }
             throw error
         }
@@ -211,15 +211,6 @@ struct LinkOpener: Sendable {
     /// How long a cancelled open is waited for (see ``race(_:timeout:cancelled:discard:_:)``).
     static let cancelledOpenGrace: Duration = .seconds(2)
 
-    /// Waits until `task` ends or `bound` passes, whichever comes first.
-    private static func wait(for task: Task<Void, Never>, atMost bound: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await task.value }
-            group.addTask { try? await Task.sleep(for: bound) }
-            await group.next()
-            group.cancelAll()
-        }
-    }
 }
 
 /// Waits for `opening` until `deadline` or the caller's cancellation, whichever comes first

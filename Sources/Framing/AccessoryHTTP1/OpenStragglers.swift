@@ -30,15 +30,6 @@ final class OpenStragglers: Sendable {
 
     /// Waits until every open tracked now has ended, or `bound` has passed.
     func waitForAll(atMost bound: Duration) async {
-        let running = self.state.withLock { Array($0.running.values) }
-        guard !running.isEmpty else { return }
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for task in running { await task.value }
-            }
-            group.addTask { await sleepUncancelled(for: bound) }
-            await group.next()
-            group.cancelAll()
-        }
+        await waitForTasks(self.state.withLock { Array($0.running.values) }, atMost: bound)
     }
 }
