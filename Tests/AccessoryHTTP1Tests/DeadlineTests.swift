@@ -137,3 +137,37 @@ struct DeadlineTests {
         }
     }
 }
+
+/// A caller cancelled while its request body is still going out, to a device that stopped
+/// reading it, is released at once, and the next request is answered: the stream the body could
+/// never finish on is closed. Before 2026-12-06 the body's write waited for the device to take
+/// more until the link's idle timeout (3 s here, 30 s by default), and the call with it.
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct CancelDuringUploadTests {
+    @Test func cancellingAnUploadTheDeviceDoesNotReadEndsTheCallAtOnce() async throws {
+        let ok: [DeviceStep] = [.readRequest, .respond { Reply.ok("ok " + $0.path) }]
+        let device = ScriptedDevice([warmUpSteps + [.readHead, .sleep(milliseconds: 5000)], ok])
+        try await withLink(device.transport, configuration: testConfiguration()) { (link) async throws in
+            try await warmUp(link)
+            let upload = Task {
+                try await link.execute(
+                    HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/upload"),
+                    body: .stream(length: 64 << 20) { writer in
+                        for _ in 0..<1024 { try await writer.write(ByteBuffer(repeating: 1, count: 65536)) }
+                    }
+                ) { _ in }
+            }
+            // Long enough for the socket buffers to fill and the body's writes to wait.
+            try await Task.sleep(for: .milliseconds(500))
+            let clock = ContinuousClock()
+            let cancelledAt = clock.now
+            upload.cancel()
+            _ = await upload.result
+            let took = clock.now - cancelledAt
+            #expect(took < .seconds(1), "the cancelled upload ended \(took) after its cancel")
+            let started = clock.now
+            #expect(try await link.fetch("/next").body == "ok /next")
+            #expect(clock.now - started < TimeBounds.scaled(.seconds(2)))
+        }
+    }
+}

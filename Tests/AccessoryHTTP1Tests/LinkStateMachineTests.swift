@@ -363,6 +363,15 @@ import Testing
         #expect(m.responseEnded() == .endResponse(finishBody: false, completion: .complete(reusable: true)))
     }
 
+    /// A request whose body is still going out cannot be completed once its caller is gone:
+    /// the stream is closed (a body write waiting for the device had held the caller until the
+    /// idle timeout).
+    @Test func cancelWhileTheRequestIsGoingOutClosesTheStream() {
+        var m = started()
+        #expect(m.cancelled(id: 1) == .close(Self.error(.cancelled)))
+        #expect(m.state == .broken)
+    }
+
     @Test func cancelMidBodyDrains() {
         var m = started()
         _ = m.requestEnded(id: 1)

@@ -116,6 +116,33 @@ struct SlowUploadTests {
         await client.shutdown()
     }
 
+    /// A caller cancelled while its body waits for a device that takes none of it is released
+    /// at once, not at the idle bound (HTTP/1.1: the stream the body can never finish on is
+    /// closed; HTTP/2: the write's wait ends and the stream is reset), and the next request is
+    /// answered. Before 2026-12-06 the cancel took the whole bound on both.
+    @Test(arguments: Self.cases.filter { $0.1 })
+    func aCancelWhileTheDeviceTakesNoneOfTheBodyEndsTheCallAtOnce(
+        version: LinkOptions.HTTPVersion,
+        streamed: Bool,
+        decompress: Bool
+    ) async throws {
+        let client = Self.client(version, decompress: decompress)
+        let label = "\(version), decompress \(decompress)"
+        var request = try AccessoryRequest(method: .post, url: "/sink")
+        request.body = Self.body(size: 64 << 20, streamed: true)
+        let upload = Task { try await client.data(request) }
+        // Long enough for the window and the socket buffers to fill and the body's write to wait.
+        try await Task.sleep(for: .milliseconds(500))
+        let clock = ContinuousClock()
+        let cancelledAt = clock.now
+        upload.cancel()
+        _ = await upload.result
+        let took = clock.now - cancelledAt
+        #expect(took < Self.idleTimeout / 2, "\(label): the cancelled upload ended \(took) after its cancel")
+        try await Self.expectTheNextIsAnswered(client, within: TimeBounds.scaled(.seconds(1)), label)
+        await client.shutdown()
+    }
+
     /// The other half of the rule: a device that takes none of the body is found after the
     /// bound, not waited for until the body's last byte leaves (never).
     @Test(arguments: Self.cases)

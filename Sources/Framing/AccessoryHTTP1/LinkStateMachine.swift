@@ -315,7 +315,8 @@ struct LinkStateMachine {
         }
     }
 
-    /// The caller's task was cancelled. Returns `.none`, `.failCaller` or `.close`.
+    /// The caller's task was cancelled. Returns `.none`, `.failCaller` or `.close` (on a transport
+    /// whose abandoned streams are closed, or while the request is still going out).
     mutating func cancelled(id: UInt64) -> Action {
         guard let active = self.activeExchangeID, active == id else { return .none }
         let error = HTTPLinkError(.cancelled, "the request was cancelled")
@@ -323,6 +324,13 @@ struct LinkStateMachine {
             // Not even the head is awaited: the next request goes out on a fresh stream.
             self.state = .broken
             return .close(error, note: "cancelled: closing this stream; the next request opens a fresh one")
+        }
+        if case .exchange(let exchange) = self.state, exchange.request != .done {
+            // The request is still going out, and its body's producer went with the caller: it
+            // can never be completed, and a write waiting for the device to take more would hold
+            // the caller until the idle timeout.
+            self.state = .broken
+            return .close(error, note: "cancelled while the request was going out: closing this stream")
         }
         let drain = self.consumerGone(id: id) == .drain
         return .failCaller(error, thenDrain: drain)

@@ -1,3 +1,4 @@
+import AccessoryHTTP1
 import HTTPTypes
 import NIOCore
 import NIOHTTP2
@@ -33,7 +34,13 @@ extension HTTP2ClientStreamIO {
             batches.value.boundRequestWrite(written.futureResult, reporting: bounded)
         }
         if self.eventLoop.inEventLoop { start() } else { self.eventLoop.execute(start) }
-        try await bounded.futureResult.get()
+        // A cancelled caller stops waiting at once (the exchange then resets the stream); a write
+        // the device never makes room for would otherwise hold it until the idle bound.
+        try await withTaskCancellationHandler {
+            try await bounded.futureResult.get()
+        } onCancel: {
+            bounded.fail(HTTPLinkError(.cancelled, "the request was cancelled while its body was going out"))
+        }
     }
 }
 
