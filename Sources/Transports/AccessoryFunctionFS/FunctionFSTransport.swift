@@ -163,21 +163,29 @@ public final class FunctionFSTransport: ByteStreamTransport {
                 try await Task.sleep(for: .milliseconds(10))
             }
         }
+        let setUp = PipeSetUp(configure)
+        let channel: any Channel
         do {
-            let channel = try await NIOPipeBootstrap(group: eventLoop)
+            channel = try await NIOPipeBootstrap(group: eventLoop)
                 .channelOption(.allowRemoteHalfClosure, value: true)
-                .channelInitializer(configure)
+                .channelInitializer(setUp.initializer)
                 .takingOwnershipOfDescriptor(inputOutput: local)
                 .get()
+        } catch {
+            _ = close(local)
+            if let link { self.end(link, because: "it could not be attached to the event loop") }
+            throw TransportError(.openFailed, "could not attach \(self) to the event loop: \(error)")
+        }
+        do {
+            try await setUp.check(channel)
             link?.attach(channel)
             let transport = self
             return OpenedByteStream(channel: channel) {
                 transport.state.withLock { "last FunctionFS event: \($0.lastEvent)" }
             }
         } catch {
-            _ = close(local)
-            if let link { self.end(link, because: "it could not be attached to the event loop") }
-            throw TransportError(.openFailed, "could not attach \(self) to the event loop: \(error)")
+            if let link { self.end(link, because: "its pipeline could not be set up") }
+            throw TransportError(.openFailed, "could not set up the pipeline on \(self): \(error)")
         }
     }
 

@@ -73,16 +73,24 @@ public struct SerialTransport: ByteStreamTransport {
             throw TransportError(.openFailed, "could not duplicate the descriptor of \(self.path): \(error)")
         }
         let channel: any Channel
+        let setUp = PipeSetUp(configure)
         do {
             channel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelInitializer(configure)
+                .channelInitializer(setUp.initializer)
                 .takingOwnershipOfDescriptor(inputOutput: channelDescriptor.rawValue)
                 .get()
         } catch {
-            // A failed future leaves the descriptor with us.
+            // A failed future leaves the descriptor with us (the set-up's own failure does not
+            // fail the bootstrap: PipeSetUp).
             try? channelDescriptor.close()
             port.release()
             throw TransportError(.openFailed, "could not attach \(self.path) to the event loop: \(error)")
+        }
+        do {
+            try await setUp.check(channel)
+        } catch {
+            port.release()
+            throw TransportError(.openFailed, "could not set up the pipeline on \(self.path): \(error)")
         }
         // The last close of a tty can wait for queued output to drain, so release off the loop.
         let unreleased = self.unreleased

@@ -45,9 +45,10 @@ public struct SocketPairTransport: ByteStreamTransport {
     ) async throws -> OpenedByteStream {
         let (local, remote) = try Self.makeSocketPair()
         let channel: any Channel
+        let setUp = PipeSetUp(configure)
         do {
             channel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelInitializer(configure)
+                .channelInitializer(setUp.initializer)
                 .takingOwnershipOfDescriptor(inputOutput: local)
                 .get()
         } catch {
@@ -57,6 +58,12 @@ public struct SocketPairTransport: ByteStreamTransport {
             throw TransportError(.openFailed, "could not attach a socketpair to the event loop: \(error)")
         }
         // NIO now owns `local` (it reads from it and writes to a dup of it) and closes both.
+        do {
+            try await setUp.check(channel)
+        } catch {
+            _ = close(remote)
+            throw TransportError(.openFailed, "could not set up the pipeline on a socketpair: \(error)")
+        }
         self.peer(remote)
         return OpenedByteStream(channel: channel, sendQueue: KernelSendQueue(descriptor: local))
     }

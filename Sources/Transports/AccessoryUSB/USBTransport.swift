@@ -117,15 +117,22 @@ public struct USBTransport: ByteStreamTransport {
             throw error
         }
         let channel: any Channel
+        let setUp = PipeSetUp(configure)
         do {
             channel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelInitializer(configure)
+                .channelInitializer(setUp.initializer)
                 .takingOwnershipOfDescriptor(inputOutput: local)
                 .get()
         } catch {
             _ = close(local)
             bridge.fail(nil)
             throw TransportError(.openFailed, "could not attach \(name) to the event loop: \(error)")
+        }
+        do {
+            try await setUp.check(channel)
+        } catch {
+            bridge.fail(nil)
+            throw TransportError(.openFailed, "could not set up the pipeline on \(name): \(error)")
         }
         let node = handle.device.deviceNode
         let hint = self.configuration.silentDeviceHint
