@@ -91,8 +91,10 @@ import Testing
         // The bridge can still bind elsewhere (nothing of the failed call is left in its state).
         let retried = try await bridge.bind([.unix(path: socketPath)])
         #expect(retried.count == 1)
+        let serving = Task { await bridge.run() }
         #expect(Self.canConnect(toUnixSocket: socketPath))
         await bridge.shutdown()
+        await serving.value
         await client.shutdown()
     }
 

@@ -202,7 +202,9 @@ public final class AccessoryBridge: Sendable {
                 }
                 return (Array(state.servers[before.servers...]), Array(state.socketPaths[before.paths...]))
             }
-            for server in servers { try? await server.channel.close() }
+            // Through executeThenClose, as run() ends them: a NIOAsyncChannel dropped without it
+            // traps when it is deinitialized (its writer never finished).
+            for server in servers { try? await server.executeThenClose { _ in } }
             for path in paths { _ = unlink(path) }
             throw error
         }
@@ -269,7 +271,7 @@ public final class AccessoryBridge: Sendable {
                         to: path
                     )
                 } catch {
-                    try? await server.channel.close()  // `bind` removes the path
+                    try? await server.executeThenClose { _ in }  // `bind` removes the path
                     throw error
                 }
                 return server
