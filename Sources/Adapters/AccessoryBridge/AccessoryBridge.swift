@@ -84,6 +84,9 @@ public final class AccessoryBridge: Sendable {
         /// The running DNS-SD publishers.
         var publishers: [HelperProcess] = []
         var isShuttingDown = false
+        /// `run()` is serving `servers[..<served]` (it serves those bound before it began).
+        var running = false
+        var served = 0
     }
 
     /// How the bridge serves its accessory, as given to ``init(client:configuration:logger:eventLoopGroup:)``.
@@ -97,6 +100,7 @@ public final class AccessoryBridge: Sendable {
     private let admission: BridgeAdmission
     private let statistics = BridgeStatistics()
     private let tracker = ConnectionTracker()
+    private let unclaimed = UnclaimedConnections()
     let state = TrackedMutex(State())
 
     /// A bridge that carries requests over `client`'s link. It listens nowhere until ``bind(_:)``.
@@ -189,7 +193,10 @@ public final class AccessoryBridge: Sendable {
             )
         }
         let before = self.state.withLock {
-            (servers: $0.servers.count, paths: $0.socketPaths.count, tcp: $0.boundTCP.count)
+            (servers: $0.servers.count, paths: $0.socketPaths.count, tcp: $0.boundTCP.count, over: $0.isShuttingDown)
+        }
+        guard !before.over else {
+            throw BridgeError(.bindFailed, "the bridge is shutting down; bind a new one instead")
         }
         do {
             return try await self.bindEach(listeners)
@@ -237,6 +244,7 @@ public final class AccessoryBridge: Sendable {
             Int64(self.configuration.clientIdleTimeout.components.seconds) * 1_000_000_000
                 + self.configuration.clientIdleTimeout.components.attoseconds / 1_000_000_000
         )
+        let unclaimed = self.unclaimed
         let initializer: @Sendable (any Channel) -> EventLoopFuture<BridgeChannel> = { channel in
             channel.eventLoop.makeCompletedFuture {
                 var encoder = HTTPResponseEncoder.Configuration()
@@ -249,7 +257,7 @@ public final class AccessoryBridge: Sendable {
                 let raw = RawWriter()
                 try channel.pipeline.syncOperations.addHandler(raw, position: .first)
                 try channel.pipeline.syncOperations.addHandler(ClientInputGuard(idleTimeout: idleTimeout, raw: raw))
-                return try BridgeChannel(wrappingChannelSynchronously: channel)
+                return try unclaimed.admit(channel) { try BridgeChannel(wrappingChannelSynchronously: $0) }
             }
         }
         do {
@@ -288,8 +296,15 @@ public final class AccessoryBridge: Sendable {
     }
 
     /// Serves the bound listeners until ``shutdown()``; returns once every connection ended.
+    /// Call it once; it returns at once if the bridge is already serving or shutting down.
     public func run() async {
-        let servers = self.state.withLock { $0.servers }
+        let servers = self.state.withLock { state -> [NIOAsyncChannel<BridgeChannel, Never>]? in
+            guard !state.running, !state.isShuttingDown else { return nil }
+            state.running = true
+            state.served = state.servers.count
+            return state.servers
+        }
+        guard let servers else { return }
         let releaser = self.configuration.idleRelease.map { idle in
             Task { await self.releaseWhenIdle(after: idle) }
         }
@@ -302,6 +317,7 @@ public final class AccessoryBridge: Sendable {
                     try? await server.executeThenClose { inbound in
                         try await withThrowingDiscardingTaskGroup { connections in
                             for try await connection in inbound {
+                                self.unclaimed.claim(connection)
                                 connections.addTask { await self.serve(connection) }
                             }
                         }
@@ -309,6 +325,8 @@ public final class AccessoryBridge: Sendable {
                 }
             }
         }
+        // Connections the listeners accepted as they closed, never handed to the loop above.
+        await self.unclaimed.closeAll()
     }
 
     /// Releases the device each time the link has been idle for `idle` (see
@@ -337,7 +355,7 @@ public final class AccessoryBridge: Sendable {
 
     private func serve(_ channel: BridgeChannel) async {
         guard let id = self.tracker.add(channel.channel) else {
-            try? await channel.channel.close()
+            try? await channel.executeThenClose { _, _ in }  // dropped unended, it would trap
             return
         }
         defer { self.tracker.remove(id) }
@@ -357,10 +375,17 @@ public final class AccessoryBridge: Sendable {
     /// Stops accepting, lets exchanges under way finish for up to the grace period, then
     /// closes every connection and removes the socket files; ``run()`` returns after it.
     public func shutdown() async {
-        let (servers, paths) = self.state.withLock { ($0.servers, $0.socketPaths) }
+        let (servers, paths, unserved, running) = self.state.withLock { state in
+            state.isShuttingDown = true
+            return (state.servers, state.socketPaths, Array(state.servers[state.served...]), state.running)
+        }
         await self.stopAdvertising()
         for path in paths { _ = unlink(path) }
         for server in servers { try? await server.channel.close() }
+        // Listeners run() never served end here, as run() ends its own (executeThenClose), and
+        // so do the connections they accepted, when run() is not there to end them.
+        for server in unserved { try? await server.executeThenClose { _ in } }
+        if !running { await self.unclaimed.closeAll() }
         self.tracker.drain()
         let deadline = ContinuousClock.now + self.configuration.gracePeriod
         while self.tracker.count > 0 && ContinuousClock.now < deadline {
