@@ -180,7 +180,8 @@ public final class AccessoryBridge: Sendable {
     /// Client connections open now.
     public var connectionCount: Int { self.tracker.count }
 
-    /// Binds `listeners` (call before ``run()``); returns them as bound (a TCP port 0 resolved).
+    /// Binds `listeners` (call before ``run()``: once it runs, or ``shutdown()`` began, this
+    /// throws `bind-failed`); returns them as bound (a TCP port 0 resolved).
     /// If one cannot be bound, those bound before it are closed again (their socket files
     /// removed) before this throws: a daemon that goes on without this bridge (a reload that
     /// skips a section) leaves no listener behind that accepts and never answers.
@@ -193,11 +194,9 @@ public final class AccessoryBridge: Sendable {
             )
         }
         let before = self.state.withLock {
-            (servers: $0.servers.count, paths: $0.socketPaths.count, tcp: $0.boundTCP.count, over: $0.isShuttingDown)
+            (servers: $0.servers.count, paths: $0.socketPaths.count, tcp: $0.boundTCP.count)
         }
-        guard !before.over else {
-            throw BridgeError(.bindFailed, "the bridge is shutting down; bind a new one instead")
-        }
+        if let refusal = self.state.withLock({ Self.bindRefusal($0) }) { throw refusal }
         do {
             return try await self.bindEach(listeners)
         } catch {
@@ -217,11 +216,32 @@ public final class AccessoryBridge: Sendable {
         }
     }
 
+    /// Why a bind cannot be taken now: listeners are bound before ``run()`` (it serves those it
+    /// found), and never after ``shutdown()`` began (nothing would close them).
+    private static func bindRefusal(_ state: State) -> BridgeError? {
+        if state.isShuttingDown {
+            return BridgeError(.bindFailed, "the bridge is shutting down; bind a new one instead")
+        }
+        if state.running {
+            return BridgeError(.bindFailed, "the bridge is already serving; bind every listener before run()")
+        }
+        return nil
+    }
+
     private func bindEach(_ listeners: [BridgeListener]) async throws(BridgeError) -> [BridgeListener] {
         var bound: [BridgeListener] = []
         for listener in listeners {
             let server = try await self.bindOne(listener)
-            self.state.withLock { $0.servers.append(server) }
+            // Checked again as the listener is kept: a shutdown (or run) may have begun while it bound.
+            let refusal = self.state.withLock { state -> BridgeError? in
+                if let refusal = Self.bindRefusal(state) { return refusal }
+                state.servers.append(server)
+                return nil
+            }
+            if let refusal {
+                try? await server.executeThenClose { _ in }
+                throw refusal
+            }
             switch listener {
             case .unix, .inherited:
                 bound.append(listener)
@@ -246,6 +266,8 @@ public final class AccessoryBridge: Sendable {
         )
         let unclaimed = self.unclaimed
         let initializer: @Sendable (any Channel) -> EventLoopFuture<BridgeChannel> = { channel in
+            // NIO neither serves nor closes a connection whose set-up failed (here: one refused
+            // by `unclaimed` as the bridge stops): its client would hang.
             channel.eventLoop.makeCompletedFuture {
                 var encoder = HTTPResponseEncoder.Configuration()
                 encoder.automaticallySetFramingHeaders = false  // forwarded answers keep their own framing
@@ -258,6 +280,9 @@ public final class AccessoryBridge: Sendable {
                 try channel.pipeline.syncOperations.addHandler(raw, position: .first)
                 try channel.pipeline.syncOperations.addHandler(ClientInputGuard(idleTimeout: idleTimeout, raw: raw))
                 return try unclaimed.admit(channel) { try BridgeChannel(wrappingChannelSynchronously: $0) }
+            }.flatMapErrorThrowing { error in
+                channel.close(promise: nil)
+                throw error
             }
         }
         do {
@@ -377,7 +402,8 @@ public final class AccessoryBridge: Sendable {
     public func shutdown() async {
         let (servers, paths, unserved, running) = self.state.withLock { state in
             state.isShuttingDown = true
-            return (state.servers, state.socketPaths, Array(state.servers[state.served...]), state.running)
+            let unserved = state.servers[min(state.served, state.servers.count)...]
+            return (state.servers, state.socketPaths, Array(unserved), state.running)
         }
         await self.stopAdvertising()
         for path in paths { _ = unlink(path) }

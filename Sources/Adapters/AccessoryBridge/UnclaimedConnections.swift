@@ -25,7 +25,7 @@ final class UnclaimedConnections: Sendable {
     var count: Int { self.state.withLock { $0.channels.count } }
 
     /// Wraps an accepted connection with `wrap` and holds it; throws, without wrapping, once
-    /// ``closeAll()`` has begun (the listener's initializer fails, and NIO closes the channel).
+    /// ``closeAll()`` has begun (the listener's initializer fails, and closes the channel).
     /// The wrapping runs under the lock so that ``closeAll()`` cannot miss one made meanwhile.
     func admit(_ channel: any Channel, wrap: (any Channel) throws -> BridgeChannel) throws -> BridgeChannel {
         try self.state.withLock { state throws -> BridgeChannel in
