@@ -113,14 +113,15 @@ extension HTTPLink {
             exchange = try onEventLoop ? begin() : await self.eventLoop.submit(begin).get()
         } catch {
             self.forget(connection)
-            throw try await self.enrich(error, connection)
+            throw try await self.enrich(error, connection, until: nioDeadline)
         }
         if exchange == nil { self.forget(connection) }
         return exchange
     }
 
-    /// Adds what the transport knows (a child's stderr and exit status…) to link failures.
-    func enrich(_ error: any Error, _ connection: Connection) async throws -> any Error {
+    /// Adds what the transport knows (a child's stderr and exit status…) to link failures, as
+    /// far as it comes before `deadline` (the caller's: the call ends by then).
+    func enrich(_ error: any Error, _ connection: Connection, until deadline: NIODeadline?) async throws -> any Error {
         guard let linkError = error as? HTTPLinkError else {
             if error is CancellationError {
                 return HTTPLinkError(.cancelled, "the request was cancelled", underlying: error)
@@ -129,7 +130,7 @@ extension HTTPLink {
         }
         switch linkError.code {
         case .linkClosed, .malformedResponse, .idleTimeout:
-            return HTTPLinkError.appendingDiagnostics(linkError, await connection.stream.diagnostics())
+            return HTTPLinkError.appendingDiagnostics(linkError, await connection.stream.diagnostics(until: deadline))
         default:
             return linkError
         }

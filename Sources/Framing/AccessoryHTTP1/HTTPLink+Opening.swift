@@ -98,7 +98,7 @@ extension HTTPLink {
             let wasOpen = parked.stream.channel.isActive
             self.close(parked)
             if !wasOpen, (error as? HTTPLinkError)?.code != .cancelled { return nil }
-            throw try await self.enrich(error, parked)
+            throw try await self.enrich(error, parked, until: nil)  // the open is not the caller's wait
         }
         let connection = Connection(stream: parked.stream, pipeline: pipeline, renewedInBand: true)
         // The parked stream had left the state for the renewal: a shutdown meanwhile found no

@@ -224,7 +224,7 @@ public final class HTTPLink: Sendable {
             return result
         } catch {
             releasedBehind = self.release(exchange, connection)
-            let enriched = try await self.enrich(error, connection)
+            let enriched = try await self.enrich(error, connection, until: nioDeadline)
             if retryable, reused, exchange.outcome.failedUnanswered, (enriched as? HTTPLinkError)?.code == .linkClosed,
                 ResendPolicy.mayResend(request, body)
             {

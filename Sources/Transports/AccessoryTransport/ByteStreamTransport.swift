@@ -147,4 +147,25 @@ public struct OpenedByteStream: Sendable {
     /// Facts about why the stream ended, if the transport knows any (it may wait briefly for a
     /// child process to exit). `nil` when there is nothing to add.
     public func diagnostics() async -> String? { await self.diagnosticsProvider() }
+
+    /// ``diagnostics()``, given up at `deadline` (then `nil`): the facts wait briefly for a child
+    /// to exit (up to a second for a USB unplug to show), and a caller's deadline comes first.
+    ///
+    /// - Parameter deadline: when the caller's call must have ended; `nil` waits as long as
+    ///   ``diagnostics()`` does.
+    public func diagnostics(until deadline: NIODeadline?) async -> String? {
+        guard let deadline else { return await self.diagnostics() }
+        let remaining = deadline - .now()
+        // Every transport's facts come within about a second; a later deadline cannot cut them.
+        guard remaining < .seconds(2) else { return await self.diagnostics() }
+        guard remaining > .zero else { return nil }
+        let found = TrackedMutex<String?>(nil)
+        let asking = Task {
+            let facts = await self.diagnostics()
+            found.withLock { $0 = facts }
+        }
+        await waitForTasks([asking], atMost: .nanoseconds(remaining.nanoseconds))
+        asking.cancel()
+        return found.withLock { $0 }
+    }
 }
