@@ -308,7 +308,7 @@ public final class HTTPLink: Sendable {
             await stream.waitUntilReleased()
         }
         // Opens that timed out are still closing what they made: that too ends before this returns.
-        await self.stragglers.waitForAll(atMost: LinkOpener.cancelledOpenGrace)
+        await self.stragglers.waitForAll(atMost: openCancelledGrace)
     }
 
     /// Closes the link's byte stream once no exchange uses it, and waits until the transport
@@ -321,7 +321,7 @@ public final class HTTPLink: Sendable {
         // An open whose request gave up may still be under way: it is let finish, then closed;
         // one that timed out is let end closing what it made.
         await self.waitForPendingOpen()
-        await self.stragglers.waitForAll(atMost: LinkOpener.cancelledOpenGrace)
+        await self.stragglers.waitForAll(atMost: openCancelledGrace)
         let open = self.state.withLock { state in
             state.isShutDown ? [] : [state.connection, state.parked].compactMap { $0 }
         }

@@ -4,7 +4,7 @@ import AccessoryTransport
 /// releasing what they made (an `exec:` child, a claimed interface). The request has already
 /// failed with `open-timeout`, on time; the link's shutdown waits for them, so that nothing they
 /// hold outlives the link (a CLI shuts its link down and exits right after such a failure).
-final class OpenStragglers: Sendable {
+package final class OpenStragglers: Sendable {
     private struct State {
         var running: [UInt64: Task<Void, Never>] = [:]
         var nextID: UInt64 = 0
@@ -12,8 +12,11 @@ final class OpenStragglers: Sendable {
 
     private let state = TrackedMutex(State())
 
+    /// No opens yet.
+    package init() {}
+
     /// Keeps `task` until it ends.
-    func track(_ task: Task<Void, Never>) {
+    package func track(_ task: Task<Void, Never>) {
         let id: UInt64 = self.state.withLock { state in
             state.nextID += 1
             state.running[state.nextID] = task
@@ -26,10 +29,10 @@ final class OpenStragglers: Sendable {
     }
 
     /// Opens still running.
-    var count: Int { self.state.withLock { $0.running.count } }
+    package var count: Int { self.state.withLock { $0.running.count } }
 
     /// Waits until every open tracked now has ended, or `bound` has passed.
-    func waitForAll(atMost bound: Duration) async {
+    package func waitForAll(atMost bound: Duration) async {
         await waitForTasks(self.state.withLock { Array($0.running.values) }, atMost: bound)
     }
 }

@@ -213,9 +213,18 @@ extension HTTP2Link {
         let configuration = self.configuration
         let build = self.connectionBuilder()
         do {
-            let (streams, parking) = try await withDeadline(.now.advanced(by: configuration.openTimeout)) {
-                try await parked.stream.renew(building: build)
-            }
+            let stream = parked.stream
+            let (streams, parking) = try await raceOpen(
+                "restarting the session on \(self.transport)",
+                timeout: configuration.openTimeout,
+                stragglers: self.stragglers,
+                cancelled: "the request was cancelled while the link was restarting its session",
+                discard: { _ in
+                    stream.channel.close(promise: nil)
+                    await stream.waitUntilReleased()
+                },
+                { try await stream.renew(building: build) }
+            )
             self.renewals.withLock { $0 += 1 }
             configuration.tracer?.emit(
                 .note("started a new session on \(self.transport) (in band, not reopened; HTTP/2)")
@@ -224,13 +233,9 @@ extension HTTP2Link {
         } catch {
             let wasOpen = parked.channel.isActive
             self.release(parked.stream)
-            guard wasOpen else { return nil }
+            // A closed transport is opened again, unless the link is shutting down (cancelled).
+            guard wasOpen || (error as? HTTPLinkError)?.code == .cancelled else { return nil }
             switch error {
-            case let error as HTTPLinkError where error.code == .exchangeTimeout:
-                throw HTTPLinkError(
-                    .openTimeout,
-                    "restarting the session on \(self.transport) took longer than \(configuration.openTimeout)"
-                )
             case let error as HTTPLinkError: throw error
             case let error as TransportError where error.code == .openTimedOut:
                 throw HTTPLinkError(.openTimeout, error.message, underlying: error)
@@ -248,17 +253,25 @@ extension HTTP2Link {
         let configuration = self.configuration
         do {
             let build = self.connectionBuilder()
-            let (stream, built) = try await withDeadline(
-                .now.advanced(by: configuration.openTimeout),
-                discardLate: { opened in self.release(opened.0) }
-            ) {
-                try await self.transport.open(on: self.eventLoop, building: build)
-            }
+            let transport = self.transport
+            let eventLoop = self.eventLoop
+            // Fails at the open timeout (or the shutdown's cancellation) even while the open
+            // takes its time to end: it goes on closing what it made, and the link's shutdown
+            // waits for it (`stragglers`).
+            let (stream, built) = try await raceOpen(
+                "opening \(transport)",
+                timeout: configuration.openTimeout,
+                stragglers: self.stragglers,
+                cancelled: "the request was cancelled while the link was opening",
+                discard: { opened in
+                    self.release(opened.0)
+                    await opened.0.waitUntilReleased()
+                },
+                { try await transport.open(on: eventLoop, building: build) }
+            )
             self.opens.withLock { $0 += 1 }
             configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
             return Connection(stream: stream, streams: built.0, parking: built.1)
-        } catch let error as HTTPLinkError where error.code == .exchangeTimeout {
-            throw HTTPLinkError(.openTimeout, "opening \(self.transport) took longer than \(configuration.openTimeout)")
         } catch let error as HTTPLinkError {
             throw error
         } catch let error as TransportError where error.code == .openTimedOut {

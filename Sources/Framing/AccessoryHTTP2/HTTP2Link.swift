@@ -31,6 +31,8 @@ public final class HTTP2Link: Sendable {
     let connection = TrackedMutex<ConnectionState>(.idle)
     /// Streams the link let go of that may still be releasing what they held (``release(_:close:)``).
     let releasing = TrackedMutex<[ObjectIdentifier: OpenedByteStream]>([:])
+    /// Opens (and in-band renewals) that timed out but are still ending (``shutdown()`` waits).
+    let stragglers = OpenStragglers()
     let opens = TrackedMutex(0)
     let renewals = TrackedMutex(0)
 
@@ -108,8 +110,9 @@ public final class HTTP2Link: Sendable {
     /// Closes the connection and waits until the transport has released what it held (an
     /// `exec:` device's process group gone, a serial line's settings restored), as
     /// `HTTPLink.shutdown()` does; requests after this fail with `.shutDown`. An open under way is
-    /// cancelled, and what it made is closed and waited for too, as is every stream the link
-    /// closed before (a connection that failed, one a reopen replaced).
+    /// cancelled, and what it made is closed and waited for too, as is an open that timed out and
+    /// is still ending, and every stream the link closed before (a connection that failed, one a
+    /// reopen replaced).
     public func shutdown() async {
         let state = self.connection.withLock { state in
             defer { state = .shutDown }
@@ -125,6 +128,7 @@ public final class HTTP2Link: Sendable {
             _ = await task.result
         case .idle, .shutDown: break
         }
+        await self.stragglers.waitForAll(atMost: openCancelledGrace)
         await self.closeReleasing()
     }
 
@@ -146,6 +150,7 @@ public final class HTTP2Link: Sendable {
             state = .idle
             return connection
         }
+        await self.stragglers.waitForAll(atMost: openCancelledGrace)
         await self.closeReleasing()
         guard let released else { return false }
         released.channel.close(promise: nil)
