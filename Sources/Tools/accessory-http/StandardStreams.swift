@@ -13,7 +13,15 @@ enum RawOutput {
         while remaining > 0 {
             let written = Glibc.write(fd, base, remaining)
             if written < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    // A non-blocking descriptor (inherited: the flag belongs to the pipe, so a
+                    // parent that set it sets it for us) whose reader is behind: wait until it
+                    // takes more, rather than spin on a core until it does.
+                    var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                    _ = poll(&ready, 1, -1)
+                    continue
+                }
                 return false
             }
             remaining -= written
