@@ -133,6 +133,24 @@ struct RequestCommandTests {
         #expect(json["sha256"] as? String == sha256(bytes))
     }
 
+    /// `-d @FIFO` (a named pipe, or a shell's process substitution) is read as it comes and
+    /// sent chunked, as curl sends it. Before 2026-12-06 it failed at once: "Illegal seek".
+    @Test func postFromANamedPipe() async throws {
+        let fifo = scratch.file("body.fifo")
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let bytes = Array(repeating: Array("from a pipe\n".utf8), count: 30_000).flatMap { $0 }
+        let source = scratch.file("source.bin")
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        // The writer gives up after 20 s if the CLI never opens the pipe (it is then reaped).
+        let command =
+            "timeout 20 cat '\(source)' > '\(fifo)' & exec '\(try CLIBinary.url().path)' --device emulator post /upload -d '@\(fifo)'"
+        let result = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", command], scratch: scratch)
+        #expect(result.status == 0, "\(result)")
+        let json = try #require(result.json, "\(result)")
+        #expect(json["length"] as? Int == bytes.count)
+        #expect(json["sha256"] as? String == sha256(bytes))
+    }
+
     @Test func putSendsPUT() async throws {
         let result = try await cli(["--device", "emulator", "put", "/echo", "-d", "{\"a\":1}"])
         #expect(result.status == 0, "\(result)")

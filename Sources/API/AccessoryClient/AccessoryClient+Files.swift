@@ -130,10 +130,13 @@ extension AccessoryClient {
             let fileIO = NonBlockingFileIO(threadPool: .singleton)
             let handle: NIOFileHandle
             do {
+                // Opened without a FileRegion, which seeks to find the size: a FIFO (curl
+                // --data-binary @fifo, a process substitution) has none and cannot seek.
                 handle = try await fileIO.openFile(
                     _deprecatedPath: path,
+                    mode: .read,
                     eventLoop: MultiThreadedEventLoopGroup.singleton.next()
-                ).get().0
+                ).get()
             } catch {
                 throw AccessoryClientError(
                     .fileError,
