@@ -1,3 +1,4 @@
+import AccessoryTestSupport
 import Foundation
 import Testing
 
@@ -149,6 +150,30 @@ struct RequestCommandTests {
         let json = try #require(result.json, "\(result)")
         #expect(json["length"] as? Int == bytes.count)
         #expect(json["sha256"] as? String == sha256(bytes))
+    }
+
+    /// `-d @FIFO` whose writer opened it and went quiet (and one that never opened it): the
+    /// `--timeout` ends the call on time, exit 75. Before 2026-12-06 the read of the pipe held
+    /// the call until the writer ended (30 s here; the CLI was killed at 20).
+    @Test(arguments: [true, false]) func aQuietNamedPipeEndsAtTheTimeout(writerOpens: Bool) async throws {
+        let fifo = scratch.file("quiet-\(writerOpens).fifo")
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let writer =
+            writerOpens
+            ? try Child(
+                executable: URL(fileURLWithPath: "/bin/sh"),
+                arguments: ["-c", "exec sleep 30 > '\(fifo)'"],
+                environment: scratch.environment(),
+                stdin: nil
+            ) : nil
+        let result = try await cli(["--device", "emulator", "post", "/upload", "-d", "@" + fifo, "--timeout", "1"])
+        writer?.signal(SIGKILL)
+        _ = await writer?.finish(timeout: 5)
+        #expect(result.status == 75, "\(result)")
+        #expect(
+            result.elapsed < .seconds(1) + TimeBounds.scaled(.seconds(1)),
+            "the call ended after \(result.elapsed), for --timeout 1"
+        )
     }
 
     @Test func putSendsPUT() async throws {

@@ -131,10 +131,13 @@ extension AccessoryClient {
             let handle: NIOFileHandle
             do {
                 // Opened without a FileRegion, which seeks to find the size: a FIFO (curl
-                // --data-binary @fifo, a process substitution) has none and cannot seek.
+                // --data-binary @fifo, a process substitution) has none and cannot seek. A
+                // FIFO is opened non-blocking, so that a writer that never comes cannot hold
+                // the open (PipeFileReader waits for its bytes, cancellably).
                 handle = try await fileIO.openFile(
                     _deprecatedPath: path,
                     mode: .read,
+                    flags: isRegular ? .default : .posix(flags: O_NONBLOCK, mode: 0),
                     eventLoop: MultiThreadedEventLoopGroup.singleton.next()
                 ).get()
             } catch {
@@ -145,16 +148,25 @@ extension AccessoryClient {
                 )
             }
             defer { try? handle.close() }
+            let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+            // A pipe's writer may go quiet: its reads must end when the exchange is cancelled.
+            let pipe = isRegular ? nil : PipeFileReader(handle: handle, eventLoop: eventLoop)
             var sent: Int64 = 0
             progress?(TransferProgress(bytesTransferred: 0, totalBytes: length.map(Int64.init)))
             while true {
                 let chunk: ByteBuffer
                 do {
-                    chunk = try await fileIO.read(
-                        fileHandle: handle,
-                        byteCount: 256 * 1024,
-                        allocator: ByteBufferAllocator()
-                    )
+                    if let pipe {
+                        chunk = try await pipe.read(upTo: 256 * 1024)
+                    } else {
+                        chunk = try await fileIO.read(
+                            fileHandle: handle,
+                            byteCount: 256 * 1024,
+                            allocator: ByteBufferAllocator()
+                        )
+                    }
+                } catch let error as CancellationError {
+                    throw error
                 } catch {
                     throw AccessoryClientError(
                         .fileError,
