@@ -155,8 +155,9 @@ struct RequestCommandTests {
     /// `-d @FIFO` whose writer opened it and went quiet (and one that never opened it): the
     /// `--timeout` ends the call on time, exit 75. Before 2026-12-06 the read of the pipe held
     /// the call until the writer ended (30 s here; the CLI was killed at 20).
-    @Test(arguments: [true, false]) func aQuietNamedPipeEndsAtTheTimeout(writerOpens: Bool) async throws {
-        let fifo = scratch.file("quiet-\(writerOpens).fifo")
+    @Test(arguments: [true, false], [false, true])
+    func aQuietNamedPipeEndsAtTheTimeout(writerOpens: Bool, http2: Bool) async throws {
+        let fifo = scratch.file("quiet-\(writerOpens)-\(http2).fifo")
         try #require(mkfifo(fifo, 0o600) == 0)
         let writer =
             writerOpens
@@ -166,7 +167,11 @@ struct RequestCommandTests {
                 environment: scratch.environment(),
                 stdin: nil
             ) : nil
-        let result = try await cli(["--device", "emulator", "post", "/upload", "-d", "@" + fifo, "--timeout", "1"])
+        let result = try await cli(
+            ["--device", "emulator"] + (http2 ? ["--http2"] : []) + [
+                "post", "/upload", "-d", "@" + fifo, "--timeout", "1",
+            ]
+        )
         writer?.signal(SIGKILL)
         _ = await writer?.finish(timeout: 5)
         #expect(result.status == 75, "\(result)")
@@ -174,6 +179,41 @@ struct RequestCommandTests {
             result.elapsed < .seconds(1) + TimeBounds.scaled(.seconds(1)),
             "the call ended after \(result.elapsed), for --timeout 1"
         )
+    }
+
+    /// A named pipe's body cannot be sent twice: a 307 that asks for it again gets a clear
+    /// error at once, not the rest of the stream sent as if it were the whole body (nor a wait
+    /// for a pipe whose writer is gone).
+    @Test func aNamedPipeIsNotSentAgainAfterA307() async throws {
+        let fifo = scratch.file("again.fifo")
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let command =
+            "timeout 20 printf hello > '\(fifo)' & exec '\(try CLIBinary.url().path)' --device emulator post '/redirect-to?url=/upload&status=307' -d '@\(fifo)' --timeout 10"
+        let result = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", command], scratch: scratch)
+        #expect(result.status != 0, "\(result)")
+        #expect(result.stderr.contains("cannot be sent again"), "\(result)")
+        #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
+    }
+
+    /// A device that answers before the body from a quiet named pipe is sent, and closes: the
+    /// answer ends the call at once (the producer waiting for the pipe is cancelled). Before
+    /// 2026-12-06 the call waited for the pipe's writer to end.
+    @Test func anEarlyAnswerEndsACallWhoseBodyPipeIsQuiet() async throws {
+        let fifo = scratch.file("early.fifo")
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let writer = try Child(
+            executable: URL(fileURLWithPath: "/bin/sh"),
+            arguments: ["-c", "exec sleep 30 > '\(fifo)'"],
+            environment: scratch.environment(),
+            stdin: nil
+        )
+        let device =
+            "exec:read -r line; printf 'HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n'"
+        let result = try await cli(["--device", device, "post", "/upload", "-d", "@" + fifo, "-i", "--timeout", "10"])
+        writer.signal(SIGKILL)
+        _ = await writer.finish(timeout: 5)
+        #expect(result.stdoutText.hasPrefix("HTTP/1.1 413"), "\(result)")
+        #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
     }
 
     @Test func putSendsPUT() async throws {

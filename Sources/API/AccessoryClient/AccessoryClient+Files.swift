@@ -1,4 +1,5 @@
 import AccessoryHTTP1
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 import NIOPosix
@@ -126,7 +127,21 @@ extension AccessoryClient {
         }
         let isRegular = (info.st_mode & S_IFMT) == S_IFREG
         let length: Int? = isRegular ? Int(info.st_size) : nil
+        let runs = TrackedMutex(0)
         return .stream(length: length) { writer in
+            // A pipe's bytes are gone once read: a redirect (307, 308) or an authentication retry
+            // that asks for the body again gets an error, not what is left of the stream (curl
+            // likewise cannot rewind a pipe).
+            let run = runs.withLock { runs in
+                runs += 1
+                return runs
+            }
+            if !isRegular && run > 1 {
+                throw AccessoryClientError(
+                    .fileError,
+                    "\(path) is not a regular file, so its bytes cannot be sent again (a redirect or an authentication challenge asked for the body a second time); send it from a regular file"
+                )
+            }
             let fileIO = NonBlockingFileIO(threadPool: .singleton)
             let handle: NIOFileHandle
             do {

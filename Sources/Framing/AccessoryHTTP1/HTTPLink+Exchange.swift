@@ -48,6 +48,9 @@ extension HTTPLink {
             }
             do {
                 let result = try await self.deliver(exchange, handler: handler, handle)
+                // The device answered and closes the link: the rest of the body is not wanted,
+                // and a producer waiting for its source (a quiet pipe) must not hold the call.
+                if exchange.requestBodyAbandonment.isRecorded { group.cancelAll() }
                 try await group.waitForAll()
                 return result
             } catch {

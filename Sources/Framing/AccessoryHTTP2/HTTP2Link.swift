@@ -244,7 +244,8 @@ public final class HTTP2Link: Sendable {
                 case .stream(let length, let produce):
                     // The same rule as on HTTP/1.1: trailers follow only a body of unknown length.
                     let trailers = length == nil ? TrailerFields() : nil
-                    try await produce(RequestBodyWriter(trailers: trailers) { try await stream.sendWaiting(.body($0)) })
+                    let writer = RequestBodyWriter(trailers: trailers) { try await stream.sendWaiting(.body($0)) }
+                    try await Self.produce(produce, into: writer, until: deadline)
                     let trailerFields = trailers?.value
                     if let trailerFields { tracer?.emit(.note("trailer fields: \(Self.render(trailerFields))")) }
                     try await stream.sendWaiting(.end(trailerFields))
@@ -298,6 +299,26 @@ public final class HTTP2Link: Sendable {
             }
         }
         throw HTTPLinkError(.linkClosed, "the device refused the request's HTTP/2 stream again and again")
+    }
+
+    /// Runs a streamed body's producer, cancelled when `deadline` passes: one that waits for its
+    /// source (a quiet pipe) rather than for the stream would otherwise hold the call past it
+    /// (the stream's reset at the deadline reaches only a producer that writes).
+    private static func produce(
+        _ produce: @escaping @Sendable (RequestBodyWriter) async throws -> Void,
+        into writer: RequestBodyWriter,
+        until deadline: ContinuousClock.Instant?
+    ) async throws {
+        guard let deadline else { return try await produce(writer) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await produce(writer) }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                throw Self.deadlineError
+            }
+            defer { group.cancelAll() }
+            _ = try await group.next()
+        }
     }
 
     static var deadlineError: HTTPLinkError {
