@@ -216,6 +216,29 @@ struct RequestCommandTests {
         #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
     }
 
+    /// The same, but the device keeps the link after its early answer, so the body must still
+    /// go out, and the pipe stays quiet: the call ends at its timeout (the producer waiting for
+    /// the pipe is cancelled, the link torn down), with the answer already written. Before
+    /// 2026-12-06 the call waited for the pipe's writer to end, far past the timeout.
+    @Test func anEarlyAnswerOnAKeptLinkEndsAtTheTimeoutWhileTheBodyPipeIsQuiet() async throws {
+        let fifo = scratch.file("early-kept.fifo")
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let writer = try Child(
+            executable: URL(fileURLWithPath: "/bin/sh"),
+            arguments: ["-c", "exec sleep 30 > '\(fifo)'"],
+            environment: scratch.environment(),
+            stdin: nil
+        )
+        let device =
+            "exec:read -r line; printf 'HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 0\\r\\n\\r\\n'; exec sleep 30"
+        let result = try await cli(["--device", device, "post", "/upload", "-d", "@" + fifo, "-i", "--timeout", "1"])
+        writer.signal(SIGKILL)
+        _ = await writer.finish(timeout: 5)
+        #expect(result.stdoutText.hasPrefix("HTTP/1.1 413"), "\(result)")
+        #expect(result.status == 75, "\(result)")
+        #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
+    }
+
     @Test func putSendsPUT() async throws {
         let result = try await cli(["--device", "emulator", "put", "/echo", "-d", "{\"a\":1}"])
         #expect(result.status == 0, "\(result)")

@@ -1,6 +1,7 @@
 import AccessoryTransport
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// One exchange on an open connection: starting it on the handler, writing a streamed request
 /// body beside the response, and handing the response to the caller.
@@ -17,8 +18,10 @@ extension HTTPLink {
             return try await self.deliver(exchange, handler: handler, handle)
         }
         // The request body is written while the response is awaited: a device may answer early.
+        let producerEnded = ProducerEnded()
         return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
             group.addTask {
+                defer { producerEnded.record() }
                 guard let mayWriteBody = exchange.mayWriteBody, try await mayWriteBody.get() else { return }
                 // Trailers follow only a chunked body (no length): Content-Length framing has no
                 // place for them.
@@ -44,14 +47,38 @@ extension HTTPLink {
                 }
                 if exchange.requestBodyAbandonment.isRecorded { return }
                 let trailerFields = trailers?.value
+                producerEnded.record()  // before the end goes out: the exchange may complete at once
                 eventLoop.execute { handler.value.endRequest(id: id, trailers: trailerFields) }
             }
             do {
                 let result = try await self.deliver(exchange, handler: handler, handle)
                 // The device answered and closes the link: the rest of the body is not wanted,
                 // and a producer waiting for its source (a quiet pipe) must not hold the call.
-                if exchange.requestBodyAbandonment.isRecorded { group.cancelAll() }
-                try await group.waitForAll()
+                if exchange.requestBodyAbandonment.isRecorded {
+                    group.cancelAll()
+                    try await group.waitForAll()
+                    return result
+                }
+                // The device answered and keeps the link, so the body must still go out; but a
+                // link that fails meanwhile (the exchange's deadline passed) takes no more of it,
+                // and the producer must not hold the call either.
+                group.addTask {
+                    // `nil`: cancelled, the call is ending anyway.
+                    guard let reusable = try? await exchange.completion.valueUnlessCancelled(), !reusable else {
+                        return
+                    }
+                    if producerEnded.isRecorded || exchange.requestBodyAbandonment.isRecorded { return }
+                    throw RequestBodyOutlived()
+                }
+                do {
+                    // Not waitForAll(): it waits for every task even after one threw.
+                    while try await group.next() != nil {}
+                } catch is RequestBodyOutlived {
+                    group.cancelAll()
+                    let failure = try? await self.eventLoop.submit { handler.value.failure }.get()
+                    throw failure
+                        ?? HTTPLinkError(.linkClosed, "the link closed while the request body was being sent")
+                }
                 return result
             } catch {
                 // The caller gave up; a request body still being written leaves the request
@@ -138,4 +165,14 @@ extension HTTPLink {
             return linkError
         }
     }
+}
+
+/// The exchange ended (its link failed) while its request body was still being produced.
+private struct RequestBodyOutlived: Error {}
+
+/// Whether a request body's producer has returned (or thrown).
+private final class ProducerEnded: Sendable {
+    private let value = Atomic<Bool>(false)
+    func record() { self.value.store(true, ordering: .releasing) }
+    var isRecorded: Bool { self.value.load(ordering: .acquiring) }
 }
