@@ -21,7 +21,7 @@ struct DataFrameEncoder {
     func encode(
         _ bytes: ByteBuffer,
         sequence: inout UInt32,
-        each: (SessionFrame) -> Void = { _ in }
+        each: ((SessionFrame) -> Void)? = nil
     ) -> [ByteBuffer] {
         let chunk = max(1, self.maxPayload)
         let frameCount = max(1, (bytes.readableBytes + chunk - 1) / chunk)
@@ -31,7 +31,7 @@ struct DataFrameEncoder {
             out.reserveCapacity(bytes.readableBytes + frameCount * SessionFrame.overhead)
             repeat {
                 let slice = remaining.readSlice(length: min(chunk, remaining.readableBytes)) ?? ByteBuffer()
-                each(SessionFrame(.data, nonce: self.nonce, sequence: sequence, payload: slice))
+                each?(SessionFrame(.data, nonce: self.nonce, sequence: sequence, payload: slice))
                 SessionFrame.encode(.data, nonce: self.nonce, sequence: sequence, payload: slice, into: &out)
                 sequence &+= 1
             } while remaining.readableBytes > 0
@@ -45,7 +45,7 @@ struct DataFrameEncoder {
         payloads.reserveCapacity(frameCount)
         for _ in 0..<frameCount {
             let slice = remaining.readSlice(length: min(chunk, remaining.readableBytes)) ?? ByteBuffer()
-            each(SessionFrame(.data, nonce: self.nonce, sequence: sequence, payload: slice))
+            each?(SessionFrame(.data, nonce: self.nonce, sequence: sequence, payload: slice))
             let headerCRC = SessionFrame.writeHeader(
                 .data,
                 nonce: self.nonce,

@@ -222,47 +222,57 @@ public struct SessionFrameReader: Sendable {
     }
 
     /// Whether `buffer` holds a valid frame at `start`, checking as early as the bytes allow.
+    ///
+    /// Read from the raw bytes in one access: each of `ByteBuffer`'s `getInteger` calls is a
+    /// checked access to its storage, and a dozen of them per frame were a visible share of
+    /// the bulk rate.
     static func check(_ buffer: ByteBuffer, at start: Int, maxFrameSize: Int) -> Check {
-        let available = buffer.writerIndex - start
+        buffer.withUnsafeReadableBytes { readable in
+            let offset = start - buffer.readerIndex
+            guard offset >= 0, offset <= readable.count else { return .needMoreBytes }
+            return Self.check(UnsafeRawBufferPointer(rebasing: readable[offset...]), maxFrameSize: maxFrameSize)
+        }
+    }
+
+    /// ``check(_:at:maxFrameSize:)`` on the bytes from a frame's first byte on.
+    static func check(_ bytes: UnsafeRawBufferPointer, maxFrameSize: Int) -> Check {
+        let available = bytes.count
         for (offset, byte) in SessionFrame.magic.enumerated() {
             guard offset < available else { return .needMoreBytes }
-            guard buffer.getInteger(at: start + offset, as: UInt8.self) == byte else { return .invalid(.badMagic) }
+            guard bytes[offset] == byte else { return .invalid(.badMagic) }
         }
-        guard let format = buffer.getInteger(at: start + 4, as: UInt8.self) else { return .needMoreBytes }
+        guard available > 4 else { return .needMoreBytes }
+        let format = bytes[4]
         guard format == SessionFrame.format else { return .invalid(.badFormat(format)) }
         guard available >= SessionFrame.headerSize else { return .needMoreBytes }
-        let headerCRC = buffer.withUnsafeReadableBytes { bytes in
-            CRC32C.checksum(
-                UnsafeRawBufferPointer(
-                    rebasing: bytes[(start - buffer.readerIndex)..<(start - buffer.readerIndex + 24)]
-                )
-            )
-        }
-        guard buffer.getInteger(at: start + 24, as: UInt32.self) == headerCRC else { return .invalid(.badHeaderCRC) }
-        let length = Int(buffer.getInteger(at: start + 20, as: UInt32.self) ?? 0)
+        let headerCRC = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<24]))
+        guard Self.bigEndianUInt32(bytes, at: 24) == headerCRC else { return .invalid(.badHeaderCRC) }
+        let length = Int(Self.bigEndianUInt32(bytes, at: 20))
         guard length <= maxFrameSize - SessionFrame.overhead else { return .invalid(.tooLong(length)) }
-        let type = buffer.getInteger(at: start + 5, as: UInt8.self) ?? 0
+        let type = bytes[5]
         guard let kind = SessionFrame.Kind(rawValue: type) else { return .invalid(.unknownType(type)) }
         guard Self.payloadLengthIsValid(kind, length) else { return .invalid(.badPayload(kind, length)) }
         guard available >= SessionFrame.overhead + length else { return .needMoreBytes }
-        let frameCRC = buffer.withUnsafeReadableBytes { bytes in
-            let from = start - buffer.readerIndex
-            return CRC32C.checksum(
-                UnsafeRawBufferPointer(rebasing: bytes[from..<(from + SessionFrame.headerSize + length)])
-            )
-        }
-        guard buffer.getInteger(at: start + SessionFrame.headerSize + length, as: UInt32.self) == frameCRC else {
+        let frameCRC = CRC32C.update(
+            headerCRC,
+            UnsafeRawBufferPointer(rebasing: bytes[24..<(SessionFrame.headerSize + length)])
+        )
+        guard Self.bigEndianUInt32(bytes, at: SessionFrame.headerSize + length) == frameCRC else {
             return .invalid(.badFrameCRC)
         }
-        guard buffer.getInteger(at: start + 8, as: UInt64.self) != 0 else { return .invalid(.zeroNonce) }
+        guard bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self) != 0 else { return .invalid(.zeroNonce) }
         if kind == .hello || kind == .helloAck {
-            let version = buffer.getInteger(at: start + SessionFrame.headerSize, as: UInt8.self) ?? 0
-            let maxFrame = Int(buffer.getInteger(at: start + SessionFrame.headerSize + 4, as: UInt32.self) ?? 0)
+            let version = bytes[SessionFrame.headerSize]
+            let maxFrame = Int(Self.bigEndianUInt32(bytes, at: SessionFrame.headerSize + 4))
             guard version >= 1, (SessionFrame.minFrameSize...SessionFrame.maxFrameSize).contains(maxFrame) else {
                 return .invalid(.badHandshake(kind))
             }
         }
         return .valid(payloadLength: length)
+    }
+
+    private static func bigEndianUInt32(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> UInt32 {
+        UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
     }
 
     /// docs/framing.md §2: the payload sizes each type allows.
@@ -284,9 +294,14 @@ public struct SessionFrameReader: Sendable {
     /// Takes a frame already checked valid off the front of `buffer`.
     static func take(_ buffer: inout ByteBuffer, payloadLength: Int) -> SessionFrame {
         let start = buffer.readerIndex
-        let kind = SessionFrame.Kind(rawValue: buffer.getInteger(at: start + 5, as: UInt8.self) ?? 0) ?? .data
-        let nonce = buffer.getInteger(at: start + 8, as: UInt64.self) ?? 0
-        let sequence = buffer.getInteger(at: start + 16, as: UInt32.self) ?? 0
+        let (type, nonce, sequence) = buffer.withUnsafeReadableBytes { bytes in
+            (
+                bytes[5],
+                UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 16, as: UInt32.self))
+            )
+        }
+        let kind = SessionFrame.Kind(rawValue: type) ?? .data
         let payload = buffer.getSlice(at: start + SessionFrame.headerSize, length: payloadLength) ?? ByteBuffer()
         buffer.moveReaderIndex(forwardBy: SessionFrame.overhead + payloadLength)
         // Not clear(): on storage the payload still shares, that allocates a new buffer as large.

@@ -123,15 +123,13 @@ struct SessionOpenerMachine {
     /// Frames for bytes the layer above writes: DATA of at most the device's `max_frame`.
     mutating func send(_ bytes: ByteBuffer) -> [Action] {
         guard case .open = self.state else { return [] }
-        var actions: [Action] = []
         let encoder = DataFrameEncoder(
             nonce: self.nonce,
             maxPayload: min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
         )
-        let tracing = self.tracing
-        let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { frame in
-            if tracing { actions.append(.trace(frame, sent: true)) }
-        }
+        guard self.tracing else { return encoder.encode(bytes, sequence: &self.sentSequence).map { .write($0) } }
+        var actions: [Action] = []
+        let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { actions.append(.trace($0, sent: true)) }
         return actions + buffers.map { .write($0) }
     }
 
@@ -203,7 +201,13 @@ struct SessionOpenerMachine {
             case .invalid(let problem):
                 return actions + self.fail(.integrity, "the device sent \(problem); the session is restarted")
             case .frame(let frame):
-                actions += self.traced(frame, sent: false)
+                if self.tracing { actions.append(.trace(frame, sent: false)) }
+                // The bulk of a session: DATA in sequence, appended without an array of its own.
+                if frame.kind == .data, frame.nonce == self.nonce, frame.sequence == self.expectedSequence {
+                    self.accepted(now: now)
+                    if frame.payload.readableBytes > 0 { actions.append(.deliver(frame.payload)) }
+                    continue
+                }
                 actions += self.handle(frame, now: now)
             }
         }
@@ -226,9 +230,7 @@ struct SessionOpenerMachine {
                 "frame \(frame.sequence) arrived where \(self.expectedSequence) was due: the line lost or repeated a frame"
             )
         }
-        self.expectedSequence &+= 1
-        self.lastReceived = now
-        self.pingOutstanding = false
+        self.accepted(now: now)
         switch frame.kind {
         case .data:
             return frame.payload.readableBytes == 0 ? [] : [.deliver(frame.payload)]
@@ -263,6 +265,13 @@ struct SessionOpenerMachine {
         case .hello, .helloAck:
             return self.fail(.protocolViolation, "the device sent a \(frame.kind.name) inside the session")
         }
+    }
+
+    /// A frame passed the nonce and sequence checks: the next is due, and the device is alive.
+    private mutating func accepted(now: NIODeadline) {
+        self.expectedSequence &+= 1
+        self.lastReceived = now
+        self.pingOutstanding = false
     }
 
     private mutating func fail(_ code: SessionError.Code, _ message: String) -> [Action] {

@@ -172,15 +172,15 @@ public struct SessionResponderMachine: Sendable {
         case .hunting:
             return []
         case .session(let nonce):
-            var actions: [Action] = []
             let encoder = DataFrameEncoder(
                 nonce: nonce,
                 maxPayload: min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
             )
-            let tracing = self.tracing
-            let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { frame in
-                if tracing { actions.append(.trace(frame, sent: true)) }
+            guard self.tracing else {
+                return encoder.encode(bytes, sequence: &self.sentSequence).map { .write($0) }
             }
+            var actions: [Action] = []
+            let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { actions.append(.trace($0, sent: true)) }
             return actions + buffers.map { .write($0) }
         }
     }
