@@ -195,33 +195,24 @@ struct RequestCommandTests {
         #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
     }
 
-    /// A device that answers before the body from a quiet named pipe is sent, and closes: the
-    /// answer ends the call at once (the producer waiting for the pipe is cancelled). Before
-    /// 2026-12-06 the call waited for the pipe's writer to end.
-    @Test func anEarlyAnswerEndsACallWhoseBodyPipeIsQuiet() async throws {
-        let fifo = scratch.file("early.fifo")
-        try #require(mkfifo(fifo, 0o600) == 0)
-        let writer = try Child(
-            executable: URL(fileURLWithPath: "/bin/sh"),
-            arguments: ["-c", "exec sleep 30 > '\(fifo)'"],
-            environment: scratch.environment(),
-            stdin: nil
-        )
-        let device =
-            "exec:read -r line; printf 'HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n'"
-        let result = try await cli(["--device", device, "post", "/upload", "-d", "@" + fifo, "-i", "--timeout", "10"])
-        writer.signal(SIGKILL)
-        _ = await writer.finish(timeout: 5)
-        #expect(result.stdoutText.hasPrefix("HTTP/1.1 413"), "\(result)")
-        #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
+    /// What a device does after answering before a request body is in.
+    enum AfterAnEarlyAnswer: String, CaseIterable, Sendable {
+        /// `Connection: close`: the rest of the body is not sent.
+        case closesTheLink
+        /// It keeps the link (and reads the body): the body must still go out.
+        case keepsTheLink
+        /// It keeps the link, then ends it a second later, the body still not in.
+        case keepsTheLinkThenEndsIt
     }
 
-    /// The same, but the device keeps the link after its early answer, so the body must still
-    /// go out, and the pipe stays quiet: the call ends at its timeout (the producer waiting for
-    /// the pipe is cancelled, the link torn down), with the answer already written. Before
-    /// 2026-12-06 the call waited for the pipe's writer to end, far past the timeout.
-    @Test func anEarlyAnswerOnAKeptLinkEndsAtTheTimeoutWhileTheBodyPipeIsQuiet() async throws {
-        let fifo = scratch.file("early-kept.fifo")
+    /// A device that answers before the body from a quiet named pipe is sent. If it closes the
+    /// link, or ends it later, the answer ends the call then (the producer waiting for the pipe
+    /// is cancelled); if it keeps the link, the body must still go out, and the call ends at its
+    /// timeout (the producer cancelled, the link torn down), the answer already written. Before
+    /// 2026-12-06 each waited for the pipe's writer to end, far past the timeout.
+    @Test(arguments: AfterAnEarlyAnswer.allCases)
+    func anEarlyAnswerEndsACallWhoseBodyPipeIsQuiet(_ after: AfterAnEarlyAnswer) async throws {
+        let fifo = scratch.file("early-\(after).fifo")
         try #require(mkfifo(fifo, 0o600) == 0)
         let writer = try Child(
             executable: URL(fileURLWithPath: "/bin/sh"),
@@ -229,13 +220,21 @@ struct RequestCommandTests {
             environment: scratch.environment(),
             stdin: nil
         )
-        let device =
-            "exec:read -r line; printf 'HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 0\\r\\n\\r\\n'; exec sleep 30"
-        let result = try await cli(["--device", device, "post", "/upload", "-d", "@" + fifo, "-i", "--timeout", "1"])
+        let answer = "HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 0\\r\\n"
+        let device: String
+        switch after {
+        case .closesTheLink: device = "exec:read -r line; printf '\(answer)Connection: close\\r\\n\\r\\n'"
+        case .keepsTheLink: device = "exec:read -r line; printf '\(answer)\\r\\n'; exec sleep 30"
+        case .keepsTheLinkThenEndsIt: device = "exec:read -r line; printf '\(answer)\\r\\n'; exec sleep 1"
+        }
+        let timeout = after == .keepsTheLink ? "1" : "10"
+        let result = try await cli([
+            "--device", device, "post", "/upload", "-d", "@" + fifo, "-i", "--timeout", timeout,
+        ])
         writer.signal(SIGKILL)
         _ = await writer.finish(timeout: 5)
         #expect(result.stdoutText.hasPrefix("HTTP/1.1 413"), "\(result)")
-        #expect(result.status == 75, "\(result)")
+        #expect(result.status == (after == .keepsTheLink ? 75 : 0), "\(result)")
         #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
     }
 

@@ -60,21 +60,31 @@ extension HTTPLink {
                     return result
                 }
                 // The device answered and keeps the link, so the body must still go out; but a
-                // link that fails meanwhile (the exchange's deadline passed) takes no more of it,
-                // and the producer must not hold the call either.
+                // link that ends meanwhile (the exchange's deadline passed, or the device closed
+                // it after its answer) takes no more of it, and the producer must not hold the
+                // call either.
                 group.addTask {
                     // `nil`: cancelled, the call is ending anyway.
                     guard let reusable = try? await exchange.completion.valueUnlessCancelled(), !reusable else {
                         return
                     }
-                    if producerEnded.isRecorded || exchange.requestBodyAbandonment.isRecorded { return }
+                    if producerEnded.isRecorded { return }
                     throw RequestBodyOutlived()
                 }
                 do {
                     // Not waitForAll(): it waits for every task even after one threw.
-                    while try await group.next() != nil {}
+                    while try await group.next() != nil {
+                        // The body is out: the exchange's end is not waited for here (an answer
+                        // left unread is drained behind the caller, as without a streamed body).
+                        if producerEnded.isRecorded {
+                            group.cancelAll()
+                            break
+                        }
+                    }
                 } catch is RequestBodyOutlived {
                     group.cancelAll()
+                    // The device ended the link after its whole answer: that answer is the result.
+                    if exchange.requestBodyAbandonment.isRecorded { return result }
                     let failure = try? await self.eventLoop.submit { handler.value.failure }.get()
                     throw failure
                         ?? HTTPLinkError(.linkClosed, "the link closed while the request body was being sent")
