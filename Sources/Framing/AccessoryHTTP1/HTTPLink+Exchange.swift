@@ -180,7 +180,8 @@ extension HTTPLink {
 /// The exchange ended (its link failed) while its request body was still being produced.
 private struct RequestBodyOutlived: Error {}
 
-/// Whether a request body's producer has returned (or thrown).
+/// Whether a request body's producer is ending: it returned or threw, or is about to hand the
+/// body's end to the event loop.
 private final class ProducerEnded: Sendable {
     private let value = Atomic<Bool>(false)
     func record() { self.value.store(true, ordering: .releasing) }

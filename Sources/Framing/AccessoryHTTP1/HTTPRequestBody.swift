@@ -22,6 +22,9 @@ public struct HTTPRequestBody: Sendable {
     /// the producer must write exactly that many bytes); otherwise the body is sent chunked, and
     /// the producer may end it with trailer fields (`RequestBodyWriter.setTrailers(_:)`).
     /// `writer.write` suspends while the link cannot take more, so memory stays bounded.
+    /// The producer's task is cancelled when the call ends early (its deadline, a cancellation,
+    /// a device that will take no more of the body), and the call waits for the producer to
+    /// return: one that waits for its source must notice the cancellation.
     public static func stream(
         length: Int? = nil,
         _ produce: @escaping @Sendable (RequestBodyWriter) async throws -> Void
