@@ -62,6 +62,12 @@ extension HTTPLink {
         }
         let isReopen = self.state.withLock { $0.opens > 0 }
         let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
+        if self.transport.reopenWaitsForRelease {
+            // The stream closed before may still hold the device (a USB interface released by
+            // the bridge's thread after its last transfer is back): opened now, this process's
+            // own claim would make it look busy.
+            for stream in self.state.withLock({ Array($0.releasing.values) }) { await stream.waitUntilReleased() }
+        }
         let opened = try await LinkOpener(
             transport: self.transport,
             configuration: self.configuration,

@@ -249,6 +249,14 @@ extension HTTP2Link {
         }
     }
 
+    /// The stream closed before may still hold the device (a USB interface released by the
+    /// bridge's thread after its last transfer is back): opened now, this process's own claim
+    /// would make it look busy (`ByteStreamTransport.reopenWaitsForRelease`).
+    private func waitForReleasedDevice() async {
+        guard self.transport.reopenWaitsForRelease else { return }
+        for stream in self.releasing.withLock({ Array($0.values) }) { await stream.waitUntilReleased() }
+    }
+
     func open() async throws -> Connection {
         let configuration = self.configuration
         do {
@@ -258,6 +266,7 @@ extension HTTP2Link {
             // Fails at the open timeout (or the shutdown's cancellation) even while the open
             // takes its time to end: it goes on closing what it made, and the link's shutdown
             // waits for it (`stragglers`).
+            await self.waitForReleasedDevice()
             let (stream, built) = try await raceOpen(
                 "opening \(transport)",
                 timeout: configuration.openTimeout,

@@ -35,6 +35,7 @@ public struct TLSTransport: ByteStreamTransport {
 
     public var description: String { "tls+\(self.inner)" }
     public var reopenMayCarryStaleBytes: Bool { self.inner.reopenMayCarryStaleBytes }
+    public var reopenWaitsForRelease: Bool { self.inner.reopenWaitsForRelease }
     /// A new TLS session over a new inner stream is as independent as the inner stream.
     public var opensIndependentStreams: Bool { self.inner.opensIndependentStreams }
     public var bytesPerSecond: Int? { self.inner.bytesPerSecond }

@@ -46,6 +46,7 @@ public struct AutoSessionTransport: ByteStreamTransport {
     public var opensIndependentStreams: Bool {
         self.decision.value == .sessions ? true : self.inner.opensIndependentStreams
     }
+    public var reopenWaitsForRelease: Bool { self.inner.reopenWaitsForRelease }
     public var bytesPerSecond: Int? { self.inner.bytesPerSecond }
 
     public func open(

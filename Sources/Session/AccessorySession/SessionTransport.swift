@@ -70,6 +70,8 @@ public struct SessionTransport: ByteStreamTransport {
     public var reopenMayCarryStaleBytes: Bool { false }
     /// A new session is independent of the old one, whatever the wire below.
     public var opensIndependentStreams: Bool { true }
+    /// A reopen opens the same wire below.
+    public var reopenWaitsForRelease: Bool { self.inner.reopenWaitsForRelease }
     public var bytesPerSecond: Int? { self.inner.bytesPerSecond }
 
     /// Opens the inner transport and completes the handshake.

@@ -26,6 +26,14 @@ public protocol ByteStreamTransport: Sendable, CustomStringConvertible {
     /// same wire, so the layer above must discard input until the line is quiet.
     var reopenMayCarryStaleBytes: Bool { get }
 
+    /// Whether an open must wait until the stream opened before it has released the device.
+    ///
+    /// A claimed USB interface, a locked tty or this process's stdio is held until the closed
+    /// stream's transport lets go of it (``OpenedByteStream/waitUntilReleased()``), a moment after
+    /// the channel closed; opened meanwhile, the device looks busy (claimed, locked) to this
+    /// process itself. A link waits for that before it opens such a transport again.
+    var reopenWaitsForRelease: Bool { get }
+
     /// Whether every `open` gives a stream independent of the ones before it, cheaply: a new
     /// connection to a unix socket, a new socketpair. Then an abandoned response (a cancel, a
     /// timeout, a body the caller stopped reading) is never drained: the link closes that
@@ -43,6 +51,7 @@ public protocol ByteStreamTransport: Sendable, CustomStringConvertible {
 
 extension ByteStreamTransport {
     public var reopenMayCarryStaleBytes: Bool { false }
+    public var reopenWaitsForRelease: Bool { false }
     public var opensIndependentStreams: Bool { false }
     public var bytesPerSecond: Int? { nil }
 

@@ -38,6 +38,8 @@ public struct SerialTransport: ByteStreamTransport {
 
     /// `true`: the wire keeps bytes the accessory sent after the previous stream was closed.
     public var reopenMayCarryStaleBytes: Bool { true }
+    /// The device is held by this process until the closed stream released it.
+    public var reopenWaitsForRelease: Bool { true }
 
     /// The baud rate / 10 (a start bit, eight data bits and a stop bit per byte).
     public var bytesPerSecond: Int? { max(1, self.settings.baudRate / 10) }

@@ -42,6 +42,8 @@ public struct StdioTransport: ByteStreamTransport {
 
     /// `true`: a reopened stream reads on from the same stdin.
     public var reopenMayCarryStaleBytes: Bool { true }
+    /// The device is held by this process until the closed stream released it.
+    public var reopenWaitsForRelease: Bool { true }
 
     public func open(
         on eventLoop: any EventLoop,

@@ -53,6 +53,8 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
 
     /// The phone's endpoints are one wire: bytes of an abandoned response may still arrive.
     public var reopenMayCarryStaleBytes: Bool { true }
+    /// The device is held by this process until the closed stream released it.
+    public var reopenWaitsForRelease: Bool { true }
 
     /// Switches the phone into accessory mode if needed and opens its accessory interface's
     /// bulk pair.

@@ -53,14 +53,25 @@ final class USBLinkBridge: Sendable {
     let state = TrackedMutex(State())
     let inputReady = DispatchSemaphore(value: 0)
     let outputFree = DispatchSemaphore(value: 0)
+    /// Called once, when the interface has been released after the end (or the bridge never
+    /// started its threads): what ``OpenedByteStream/waitUntilReleased()`` waits for, so that a
+    /// reopen, another program or the process's exit finds the interface free.
+    private let onReleased: @Sendable () -> Void
 
-    init(handle: LibUSBDeviceHandle, interface: USBLinkInterface, policy: USBTransferPolicy, name: String, socket: CInt)
-    {
+    init(
+        handle: LibUSBDeviceHandle,
+        interface: USBLinkInterface,
+        policy: USBTransferPolicy,
+        name: String,
+        socket: CInt,
+        onReleased: @escaping @Sendable () -> Void = {}
+    ) {
         self.handle = handle
         self.interface = interface
         self.policy = policy
         self.name = name
         self.socket = socket
+        self.onReleased = onReleased
     }
 
     /// Why the link ended, if it failed.
@@ -93,7 +104,13 @@ final class USBLinkBridge: Sendable {
         for _ in 0..<count {
             guard let input = TransferSlot(capacity: inSize, isInput: true),
                 let output = TransferSlot(capacity: outSize, isInput: false)
-            else { throw TransportError(.openFailed, "libusb could not allocate transfers for \(self.name)") }
+            else {
+                // Nothing was submitted and no thread runs: give everything back here.
+                self.handle.releaseInterface(self.interface.interfaceNumber)
+                _ = close(self.socket)
+                self.onReleased()
+                throw TransportError(.openFailed, "libusb could not allocate transfers for \(self.name)")
+            }
             input.bridge = self
             output.bridge = self
             inputs.append(input)
@@ -112,6 +129,18 @@ final class USBLinkBridge: Sendable {
         }
         do {
             try DetachedThread.start { self.runEvents() }
+        } catch {
+            // No thread tears down: the interface is released here (its transfers and socket
+            // stay allocated, as after the five-second give-up below).
+            self.fail("could not start the USB threads: \(error)")
+            self.handle.releaseInterface(self.interface.interfaceNumber)
+            self.onReleased()
+            throw TransportError(
+                .openFailed,
+                "could not start the USB threads for \(self.name): errno \(error.rawValue)"
+            )
+        }
+        do {
             try DetachedThread.start { self.runWriter() }
             try DetachedThread.start { self.runDelivery() }
         } catch {
@@ -280,10 +309,12 @@ final class USBLinkBridge: Sendable {
                 // not finished): release the interface, but leave the transfers, the socket and so
                 // the handle allocated rather than free what libusb or a thread may still use.
                 self.handle.releaseInterface(self.interface.interfaceNumber)
+                self.onReleased()
                 return
             }
         }
         self.teardown()
+        self.onReleased()
     }
 
     /// Runs once every transfer is back and both bridge threads have finished.

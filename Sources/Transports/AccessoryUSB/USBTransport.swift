@@ -84,6 +84,8 @@ public struct USBTransport: ByteStreamTransport {
     /// A USB endpoint is the same wire after a reopen: bytes of an abandoned response may still
     /// arrive. (A FunctionFS accessory drops them when the alternate setting is selected.)
     public var reopenMayCarryStaleBytes: Bool { true }
+    /// The device is held by this process until the closed stream released it.
+    public var reopenWaitsForRelease: Bool { true }
 
     public func open(
         on eventLoop: any EventLoop,
@@ -103,12 +105,14 @@ public struct USBTransport: ByteStreamTransport {
         }
         let (local, remote) = try SocketPairTransport.makeSocketPair()
         let name = "\(self.selector) on port \(handle.device.portPath) (\(interface))"
+        let released = eventLoop.makePromise(of: Void.self)
         let bridge = USBLinkBridge(
             handle: handle,
             interface: interface,
             policy: self.configuration.transfers,
             name: "\(self.selector)",
-            socket: remote
+            socket: remote,
+            onReleased: { released.succeed(()) }
         )
         do {
             try bridge.start()
@@ -144,6 +148,9 @@ public struct USBTransport: ByteStreamTransport {
                 guard let hint, bridge.receivedNothing else { return failure }
                 return failure.map { "\($0); \(hint)" } ?? hint
             },
+            // The channel's close ends the bridge; its threads release the interface after the
+            // last transfer is back (within 5 s), and a reopen must not find it still claimed.
+            released: { try? await released.futureResult.get() },
             sendQueue: KernelSendQueue(descriptor: local)
         )
     }
