@@ -105,6 +105,43 @@ struct DeadlineTests {
         }
     }
 
+    /// A request cancelled before its answer began (a bridge's client that hung up, a URLSession
+    /// task cancelled while the device "thinks"): the wait for that answer's head is part of
+    /// the drain, bounded by drainTimeout. Before, nothing bounded it but the idle timeout, and
+    /// the next request waited for the device to answer the abandoned one (29 s behind a
+    /// `/delay/30` through a bridge on a USB gadget; 20 s here, past the next call's deadline).
+    @Test func aRequestCancelledBeforeItsHeadIsDrainedWithinTheDrainBound() async throws {
+        let late: [DeviceStep] = [
+            .readRequest, .sleep(milliseconds: 20_000), .write(Reply.head(contentLength: 2)), .write("xx"),
+        ]
+        let device = ScriptedDevice([warmUpSteps + late, Self.ok])
+        // The idle bound the default one (30 s), so that only the drain bound can end the wait.
+        var configuration = Self.trickleConfiguration()
+        configuration.idleTimeout = .seconds(30)
+        try await withLink(device.transport, configuration: configuration) { (link) async throws in
+            try await warmUp(link)
+            let abandoned = Task {
+                try await link.execute(HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/late")) {
+                    try await $0.body.collect(upTo: 100)
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            abandoned.cancel()
+            #expect((try? await abandoned.value) == nil)
+            let clock = ContinuousClock()
+            let start = clock.now
+            // The 3 s drain bound, then a reopen and an answer (stretched under a sanitizer).
+            let bound = .seconds(3) + TimeBounds.scaled(.seconds(3))
+            let next = try await link.execute(
+                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/next"),
+                deadline: .now + bound
+            ) { try await $0.body.collect(upTo: 100) }
+            #expect(String(buffer: next) == "ok /next")
+            #expect(start.duration(to: clock.now) < bound)
+            #expect(device.connectionCount == 2)
+        }
+    }
+
     /// 16 tries: a response whose rest comes only after its 100 ms deadline ended the call. Each
     /// call ends at its deadline, the rest is drained behind it, and the next request is
     /// answered on the same connection (the link stayed in step).

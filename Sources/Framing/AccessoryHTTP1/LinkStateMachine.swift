@@ -293,15 +293,24 @@ struct LinkStateMachine {
     }
 
     /// The caller is done with the response (finished, threw, or was cancelled). Returns
-    /// `.none`, `.drain` or `.close`.
+    /// `.none`, `.drain` (the drain bound starts: the rest of the response, or its head and
+    /// all of it, must be in by then) or `.close`.
     mutating func consumerGone(id: UInt64) -> Action {
         guard case .exchange(var exchange) = self.state, exchange.id == id else { return .none }
         switch exchange.response {
         case .awaitingHead:
-            // Decided when the head arrives: nothing is known of the response yet.
+            // Drain or close is decided when the head arrives (nothing is known of the response
+            // yet), but the wait for it is part of the drain and is bounded like it: else only
+            // the idle timeout bounded it, and the next request waited for the device to answer
+            // a request nobody wanted any more (29 s behind a `/delay/30` through a bridge).
+            if exchange.consumerGone { return .none }
+            if self.policy.closesAbandonedStreams {
+                self.state = .broken
+                return Self.closeAbandoned
+            }
             exchange.consumerGone = true
             self.state = .exchange(exchange)
-            return .none
+            return .drain
         case .body:
             if self.policy.closesAbandonedStreams {
                 self.state = .broken
