@@ -42,6 +42,25 @@ struct DeadlineTests {
         return configuration
     }
 
+    /// `/next` is answered within the 3 s drain bound plus a reopen and an answer (stretched
+    /// under a sanitizer), on the device's second connection.
+    func expectTheNextAnsweredAfterTheDrain(
+        _ link: HTTPLink,
+        _ device: ScriptedDevice,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let bound = .seconds(3) + TimeBounds.scaled(.seconds(3))
+        let next = try await link.execute(
+            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/next"),
+            deadline: .now + bound
+        ) { try await $0.body.collect(upTo: 100) }
+        #expect(String(buffer: next) == "ok /next", sourceLocation: sourceLocation)
+        #expect(start.duration(to: clock.now) < bound, sourceLocation: sourceLocation)
+        #expect(device.connectionCount == 2, sourceLocation: sourceLocation)
+    }
+
     @Test func theDeadlineEndsTheCallWhileTheDeviceTrickles() async throws {
         let device = ScriptedDevice([warmUpSteps + Self.trickle, Self.ok])
         try await withLink(device.transport, configuration: Self.trickleConfiguration()) { (link) async throws in
@@ -54,17 +73,7 @@ struct DeadlineTests {
             #expect(elapsed < .milliseconds(2000), "the call ended \(elapsed) after it began, for a 1 s deadline")
             // The next request waits for the drain to give up and the link to reopen, within its
             // own deadline.
-            let clock = ContinuousClock()
-            let start = clock.now
-            // The 3 s drain, then a reopen and an answer (stretched under a sanitizer).
-            let bound = .seconds(3) + TimeBounds.scaled(.seconds(3))
-            let next = try await link.execute(
-                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/next"),
-                deadline: .now + bound
-            ) { try await $0.body.collect(upTo: 100) }
-            #expect(String(buffer: next) == "ok /next")
-            #expect(start.duration(to: clock.now) < bound)
-            #expect(device.connectionCount == 2)
+            try await self.expectTheNextAnsweredAfterTheDrain(link, device)
         }
     }
 
@@ -128,17 +137,7 @@ struct DeadlineTests {
             try await Task.sleep(for: .milliseconds(300))
             abandoned.cancel()
             #expect((try? await abandoned.value) == nil)
-            let clock = ContinuousClock()
-            let start = clock.now
-            // The 3 s drain bound, then a reopen and an answer (stretched under a sanitizer).
-            let bound = .seconds(3) + TimeBounds.scaled(.seconds(3))
-            let next = try await link.execute(
-                HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/next"),
-                deadline: .now + bound
-            ) { try await $0.body.collect(upTo: 100) }
-            #expect(String(buffer: next) == "ok /next")
-            #expect(start.duration(to: clock.now) < bound)
-            #expect(device.connectionCount == 2)
+            try await self.expectTheNextAnsweredAfterTheDrain(link, device)
         }
     }
 

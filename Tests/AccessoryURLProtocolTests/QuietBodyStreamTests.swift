@@ -32,33 +32,26 @@ struct QuietBodyStreamTests {
         }
     }()
 
+    /// A PUT to `name`'s `/upload` whose body is read from `fifo`.
+    static func upload(to name: String, from fifo: QuietFIFO, timeout: TimeInterval) throws -> URLRequest {
+        _ = Self.setUp
+        var request = URLRequest(url: try Fixture.url("accessory://\(name)/upload"))
+        request.httpMethod = "PUT"
+        request.timeoutInterval = timeout
+        request.httpBodyStream = InputStream(fileAtPath: fifo.path)
+        return request
+    }
+
     @Test("several at once end with URLError.timedOut at a 1 s timeout, and each accessory answers next")
     func quietStreamsEndAtTheirTimeout() async throws {
-        _ = Self.setUp
-        let fifo = NSTemporaryDirectory() + "quiet-body-\(UUID().uuidString)"
-        guard mkfifo(fifo, 0o600) == 0 else { throw FixtureError("mkfifo \(fifo) failed: errno \(errno)") }
-        defer { unlink(fifo) }
-        // A writer that never writes: O_RDWR opens a FIFO without waiting for a reader.
-        let writer = open(fifo, O_RDWR | O_CLOEXEC)
-        guard writer >= 0 else { throw FixtureError("open \(fifo) failed: errno \(errno)") }
-        // Closed by a thread outside Swift's pool after 10 s, so that a build whose reads block
-        // that pool still gets to fail this test instead of hanging the run.
-        let closed = WriterCloser(writer, fifo: fifo)
-        defer { closed.close() }
-        Thread {
-            Thread.sleep(forTimeInterval: 10)
-            closed.close()
-        }.start()
-
+        let quiet = try QuietFIFO()
+        defer { quiet.end() }
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
         let started = ContinuousClock.now
         let outcomes = try await withThrowingTaskGroup(of: URLError.Code?.self) { group in
             for name in Self.names {
-                var request = URLRequest(url: try Fixture.url("accessory://\(name)/upload"))
-                request.httpMethod = "PUT"
-                request.timeoutInterval = 1
-                request.httpBodyStream = InputStream(fileAtPath: fifo)
+                let request = try Self.upload(to: name, from: quiet, timeout: 1)
                 group.addTask {
                     do {
                         _ = try await session.data(for: request)
@@ -89,26 +82,12 @@ extension QuietBodyStreamTests {
         "a task cancelled while its body stream is quiet ends with URLError.cancelled at once, and the accessory answers next"
     )
     func cancelledWhileQuiet() async throws {
-        _ = Self.setUp
-        let fifo = NSTemporaryDirectory() + "quiet-body-\(UUID().uuidString)"
-        guard mkfifo(fifo, 0o600) == 0 else { throw FixtureError("mkfifo \(fifo) failed: errno \(errno)") }
-        defer { unlink(fifo) }
-        let writer = open(fifo, O_RDWR | O_CLOEXEC)
-        guard writer >= 0 else { throw FixtureError("open \(fifo) failed: errno \(errno)") }
-        let closed = WriterCloser(writer, fifo: fifo)
-        defer { closed.close() }
-        Thread {
-            Thread.sleep(forTimeInterval: 10)
-            closed.close()
-        }.start()
-
+        let quiet = try QuietFIFO()
+        defer { quiet.end() }
         let session = Fixture.session()
         defer { session.finishTasksAndInvalidate() }
         let name = Self.names[0]
-        var request = URLRequest(url: try Fixture.url("accessory://\(name)/upload"))
-        request.httpMethod = "PUT"
-        request.timeoutInterval = 30
-        request.httpBodyStream = InputStream(fileAtPath: fifo)
+        let request = try Self.upload(to: name, from: quiet, timeout: 30)
         let upload = Task { try await session.data(for: request) }
         try await Task.sleep(for: .milliseconds(300))
         let cancelled = ContinuousClock.now
@@ -129,31 +108,47 @@ extension QuietBodyStreamTests {
     }
 }
 
-/// Closes the FIFO's writer once, from whichever thread gets there first, then, for 10 s,
-/// opens and closes a writer every 100 ms: a reader still waiting in `open(2)` for a writer
-/// (an `InputStream` opened after the first writer left) gets one and then reads the end,
-/// so no thread of the test process stays blocked on the FIFO.
-private final class WriterCloser: Sendable {
-    private let descriptor: CInt
-    private let fifo: String
-    private let done = Mutex(false)
+/// A FIFO with a writer that never writes (O_RDWR opens a FIFO without waiting for a reader).
+/// The writer is closed by ``end()`` or, at the latest, by a thread outside Swift's pool after
+/// 10 s, so that a build whose reads block that pool still gets to fail its test instead of
+/// hanging the run. After the writer is closed, a writer is opened and closed every 100 ms for
+/// 10 s: a reader still waiting in `open(2)` for a writer (an `InputStream` opened after the
+/// first writer left) gets one and then reads the end, so no thread stays blocked on the FIFO.
+final class QuietFIFO: Sendable {
+    let path = NSTemporaryDirectory() + "quiet-body-\(UUID().uuidString)"
+    private let writer: CInt
+    private let closed = Mutex(false)
 
-    init(_ descriptor: CInt, fifo: String) {
-        self.descriptor = descriptor
-        self.fifo = fifo
+    init() throws {
+        guard mkfifo(self.path, 0o600) == 0 else { throw FixtureError("mkfifo \(self.path) failed: errno \(errno)") }
+        self.writer = open(self.path, O_RDWR | O_CLOEXEC)
+        guard self.writer >= 0 else {
+            unlink(self.path)
+            throw FixtureError("open \(self.path) failed: errno \(errno)")
+        }
+        Thread { [self] in
+            Thread.sleep(forTimeInterval: 10)
+            self.closeWriter()
+        }.start()
     }
 
-    func close() {
-        let first = self.done.withLock { done in
-            defer { done = true }
-            return !done
+    /// Closes the writer (the readers get the end) and removes the FIFO.
+    func end() {
+        self.closeWriter()
+        unlink(self.path)
+    }
+
+    private func closeWriter() {
+        let first = self.closed.withLock { closed in
+            defer { closed = true }
+            return !closed
         }
         guard first else { return }
-        _ = Glibc.close(self.descriptor)
-        let fifo = self.fifo
+        _ = Glibc.close(self.writer)
+        let path = self.path
         Thread {
             for _ in 0..<100 {
-                let writer = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+                let writer = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
                 if writer < 0 { return }  // unlinked: no new reader can open it
                 _ = Glibc.close(writer)
                 Thread.sleep(forTimeInterval: 0.1)
