@@ -127,6 +127,10 @@ final class InputStreamReader: @unchecked Sendable {
                 AccessoryURLProtocolError(.invalidRequest, "reading the request's httpBodyStream failed: \(reason)")
             )
         }
-        return .success(count == 0 ? .end : .bytes(buffer))
+        if count == 0 { return .success(.end) }
+        // A short read (a pipe's line) is copied into a buffer of its size: the link's
+        // back-pressure counts bytes, and many short pieces each holding 64 KiB would not be.
+        if count < self.pieceSize / 4 { return .success(.bytes(ByteBuffer(bytes: buffer.readableBytesView))) }
+        return .success(.bytes(buffer))
     }
 }

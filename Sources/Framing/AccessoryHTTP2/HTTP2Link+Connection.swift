@@ -254,7 +254,12 @@ extension HTTP2Link {
     /// would make it look busy (`ByteStreamTransport.reopenWaitsForRelease`).
     private func waitForReleasedDevice() async {
         guard self.transport.reopenWaitsForRelease else { return }
-        for stream in self.releasing.withLock({ Array($0.values) }) { await stream.waitUntilReleased() }
+        // Only streams already closing: a connection that refused new streams but still carries
+        // some (released with `close: false`) may hold a long download, and the new connection
+        // may find another interface free meanwhile.
+        for stream in self.releasing.withLock({ Array($0.values) }) where !stream.channel.isActive {
+            await stream.waitUntilReleased()
+        }
     }
 
     func open() async throws -> Connection {

@@ -138,6 +138,14 @@ public struct USBTransport: ByteStreamTransport {
             bridge.fail(nil)
             throw TransportError(.openFailed, "could not set up the pipeline on \(name): \(error)")
         }
+        // The bridge learns of the close when its writer reads the socket's end, which waits
+        // for a free OUT transfer: a device that stopped reading holds them all until the write
+        // timeout (30 s; never, with none). A second after the close the bridge is ended
+        // regardless, so the interface is released (and a reopen or a shutdown waiting for that
+        // goes on) within about a second. The orderly end, at once, comes first and wins.
+        channel.closeFuture.whenComplete { _ in
+            channel.eventLoop.scheduleTask(in: .seconds(1)) { bridge.fail(nil) }
+        }
         let node = handle.device.deviceNode
         let hint = self.configuration.silentDeviceHint
         // The send queue is the bridge's socket: what its thread has not read into transfers.
@@ -148,8 +156,9 @@ public struct USBTransport: ByteStreamTransport {
                 guard let hint, bridge.receivedNothing else { return failure }
                 return failure.map { "\($0); \(hint)" } ?? hint
             },
-            // The channel's close ends the bridge; its threads release the interface after the
-            // last transfer is back (within 5 s), and a reopen must not find it still claimed.
+            // The channel's close ends the bridge (at the latest a second later, above); its
+            // threads release the interface once the last transfer is back (or give up on one
+            // after 5 s), and a reopen must not find it still claimed.
             released: { try? await released.futureResult.get() },
             sendQueue: KernelSendQueue(descriptor: local)
         )
