@@ -175,8 +175,10 @@ struct RequestCommandTests {
         writer?.signal(SIGKILL)
         _ = await writer?.finish(timeout: 5)
         #expect(result.status == 75, "\(result)")
+        // The defect held the call until the test killed it at 20 s. 1.5 s alone; 3.0-4.2 s
+        // in a full parallel CLITests run on two cores (2026-12-06).
         #expect(
-            result.elapsed < .seconds(1) + TimeBounds.scaled(.seconds(1)),
+            result.elapsed < .seconds(1) + TimeBounds.scaled(.seconds(3)),
             "the call ended after \(result.elapsed), for --timeout 1"
         )
     }
@@ -192,7 +194,9 @@ struct RequestCommandTests {
         let result = try await run(URL(fileURLWithPath: "/bin/sh"), ["-c", command], scratch: scratch)
         #expect(result.status != 0, "\(result)")
         #expect(result.stderr.contains("cannot be sent again"), "\(result)")
-        #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
+        // The defect ran into the --timeout 10. The call takes 0.2 s alone, 1.4-1.5 s each with
+        // twelve at once; 3.1-3.7 s in full parallel CLITests runs on two cores (2026-12-06).
+        #expect(result.elapsed < TimeBounds.scaled(.seconds(6)), "\(result)")
     }
 
     /// What a device does after answering before a request body is in.
@@ -235,7 +239,8 @@ struct RequestCommandTests {
         _ = await writer.finish(timeout: 5)
         #expect(result.stdoutText.hasPrefix("HTTP/1.1 413"), "\(result)")
         #expect(result.status == (after == .keepsTheLink ? 75 : 0), "\(result)")
-        #expect(result.elapsed < TimeBounds.scaled(.seconds(3)), "\(result)")
+        // The defect took the test's 20 s; under 3 s alone, more in a loaded parallel run.
+        #expect(result.elapsed < TimeBounds.scaled(.seconds(6)), "\(result)")
     }
 
     @Test func putSendsPUT() async throws {
