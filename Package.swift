@@ -63,6 +63,11 @@ let package = Package(
             name: "CThreadSanitizer",
             path: "Sources/System/CThreadSanitizer"
         ),
+        // epoll's readiness question, which Glibc's Swift module cannot ask (ReadinessWatch).
+        .target(
+            name: "CEpoll",
+            path: "Sources/System/CEpoll"
+        ),
         // Linux native AIO system calls (glibc has no wrappers), for FunctionFS endpoint files.
         .target(
             name: "CLinuxAIO",
@@ -83,6 +88,7 @@ let package = Package(
         .target(
             name: "AccessoryTransport",
             dependencies: [
+                "CEpoll",
                 "CThreadSanitizer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

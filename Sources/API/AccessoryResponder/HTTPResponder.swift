@@ -62,6 +62,14 @@ public struct HTTPResponder: Sendable {
             _ = close(descriptor)
             throw ResponderError(.setupFailed, "descriptor \(descriptor) is a regular file, not a byte stream")
         }
+        // NIO traps on a descriptor epoll refuses (/dev/null, /dev/zero).
+        guard ReadinessWatch.accepts(descriptor) else {
+            _ = close(descriptor)
+            throw ResponderError(
+                .setupFailed,
+                "descriptor \(descriptor) is a device that is always ready (such as /dev/null or /dev/zero), not a byte stream; connect it to a pipe, socket or terminal"
+            )
+        }
         let configuration = self.configuration
         let isSocket = Self.isStreamSocket(descriptor)
         let initializer: @Sendable (any Channel) -> EventLoopFuture<ServedLink> = { channel in

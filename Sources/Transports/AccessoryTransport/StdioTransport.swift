@@ -129,7 +129,8 @@ public struct StdioTransport: ByteStreamTransport {
         return OpenedByteStream(channel: channel, sendQueue: KernelSendQueue(descriptor: output.rawValue))
     }
 
-    /// NIO accepts only pipes, sockets and character devices other than /dev/null.
+    /// NIO accepts only pipes, sockets and character devices epoll can watch (not /dev/null or
+    /// /dev/zero: NIO traps on those).
     private func checkUsable(_ descriptor: FileDescriptor, name: String) throws(TransportError) {
         let kind: FileKind
         do {
@@ -151,6 +152,12 @@ public struct StdioTransport: ByteStreamTransport {
                 throw TransportError(
                     .wrongKindOfFile,
                     "\(name) is /dev/null, which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)"
+                )
+            }
+            if !ReadinessWatch.accepts(descriptor.rawValue) {
+                throw TransportError(
+                    .wrongKindOfFile,
+                    "\(name) is a device that is always ready (such as /dev/zero), which cannot carry a byte stream; connect it to a pipe, socket or terminal (e.g. run under socat or ssh)"
                 )
             }
         }
