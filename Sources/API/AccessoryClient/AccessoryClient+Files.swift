@@ -125,7 +125,11 @@ extension AccessoryClient {
         guard stat(path, &info) == 0 else {
             throw AccessoryClientError(.fileError, "cannot read \(path): \(String(cString: strerror(errno)))")
         }
-        let isRegular = (info.st_mode & S_IFMT) == S_IFREG
+        let kind = info.st_mode & S_IFMT
+        let isRegular = kind == S_IFREG
+        // A FIFO, socket or character device has a writer that may go quiet: the event loop
+        // waits for its bytes. Other files (regular ones, block devices) never make a read wait.
+        let waitsForAWriter = kind == S_IFIFO || kind == S_IFSOCK || kind == S_IFCHR
         let length: Int? = isRegular ? Int(info.st_size) : nil
         let runs = TrackedMutex(0)
         return .stream(length: length) { writer in
@@ -163,41 +167,37 @@ extension AccessoryClient {
                 )
             }
             defer { try? handle.close() }
-            let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-            // A pipe's writer may go quiet: its reads must end when the exchange is cancelled.
-            let pipe = isRegular ? nil : PipeFileReader(handle: handle, eventLoop: eventLoop)
-            var sent: Int64 = 0
+            var pump = FileBodyPump(path: path, length: length, writer: writer, progress: progress)
             progress?(TransferProgress(bytesTransferred: 0, totalBytes: length.map(Int64.init)))
-            while true {
-                let chunk: ByteBuffer
-                do {
-                    if let pipe {
-                        chunk = try await pipe.read(upTo: 256 * 1024)
-                    } else {
-                        chunk = try await fileIO.read(
+            do {
+                if waitsForAWriter {
+                    let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+                    try await PipeFileReader.readAll(handle, on: eventLoop) { try await pump.send($0) }
+                } else {
+                    while true {
+                        let chunk = try await fileIO.read(
                             fileHandle: handle,
                             byteCount: 256 * 1024,
                             allocator: ByteBufferAllocator()
                         )
+                        if chunk.readableBytes == 0 { break }
+                        try await pump.send(chunk)
                     }
-                } catch let error as CancellationError {
-                    throw error
-                } catch {
-                    throw AccessoryClientError(
-                        .fileError,
-                        "cannot read \(path): \(Self.describe(error))",
-                        underlying: error
-                    )
                 }
-                if chunk.readableBytes == 0 { break }
-                if let length, sent + Int64(chunk.readableBytes) > Int64(length) {
-                    throw AccessoryClientError(.fileError, "\(path) grew while it was being sent")
-                }
-                try await writer.write(chunk)
-                sent += Int64(chunk.readableBytes)
-                progress?(TransferProgress(bytesTransferred: sent, totalBytes: length.map(Int64.init)))
+            } catch let error as CancellationError {
+                throw error
+            } catch let error as AccessoryClientError {
+                throw error
+            } catch  where pump.isWriting {
+                throw error
+            } catch {
+                throw AccessoryClientError(
+                    .fileError,
+                    "cannot read \(path): \(Self.describe(error))",
+                    underlying: error
+                )
             }
-            if let length, sent != Int64(length) {
+            if let length, pump.sent != Int64(length) {
                 throw AccessoryClientError(.fileError, "\(path) shrank while it was being sent")
             }
         }
