@@ -36,19 +36,16 @@ enum AvahiDaemon {
             try FileManager.default.createDirectory(atPath: "/run/dbus", withIntermediateDirectories: true)
             try? FileManager.default.removeItem(atPath: "/run/dbus/pid")
             let bus = try await daemonize(["dbus-daemon", "--system", "--fork"], scratch: scratch)
-            guard bus.status == 0 else { throw AvahiFailure("could not start a system D-Bus: \(bus)") }
+            guard bus.status == 0 else {
+                // A bus that half started leaves its socket, and the next run would take it
+                // for a running bus (seen: a start that timed out in a loaded run).
+                Self.stopBus()
+                throw AvahiFailure("could not start a system D-Bus: \(bus)")
+            }
         }
         let stop: @Sendable () async -> Void = {
             _ = try? await run(daemon, ["--kill"], scratch: scratch)
-            if startedBus {
-                if let text = try? String(contentsOfFile: "/run/dbus/pid", encoding: .utf8),
-                    let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
-                {
-                    _ = kill(pid, SIGKILL)  // dbus-daemon here does not end on SIGTERM
-                }
-                try? FileManager.default.removeItem(atPath: "/run/dbus/system_bus_socket")
-                try? FileManager.default.removeItem(atPath: "/run/dbus/pid")
-            }
+            if startedBus { Self.stopBus() }
         }
         let avahi = try await daemonize(
             [daemon.path, "--daemonize", "--no-drop-root", "--no-chroot"],
@@ -63,6 +60,17 @@ enum AvahiDaemon {
             try await Task.sleep(for: .milliseconds(100))
         }
         return stop
+    }
+
+    /// Ends the system D-Bus these tests started, and removes its socket and pid file.
+    private static func stopBus() {
+        if let text = try? String(contentsOfFile: "/run/dbus/pid", encoding: .utf8),
+            let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        {
+            _ = kill(pid, SIGKILL)  // dbus-daemon here does not end on SIGTERM
+        }
+        try? FileManager.default.removeItem(atPath: "/run/dbus/system_bus_socket")
+        try? FileManager.default.removeItem(atPath: "/run/dbus/pid")
     }
 }
 
