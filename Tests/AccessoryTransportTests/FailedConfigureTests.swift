@@ -1,7 +1,8 @@
-import AccessoryTransport
 import NIOCore
 import NIOPosix
 import Testing
+
+@testable import AccessoryTransport
 
 #if canImport(Glibc)
     import Glibc
@@ -55,5 +56,68 @@ enum FileManagerLite {
             if name != "." && name != ".." { count += 1 }
         }
         return count - 1  // the directory handle itself
+    }
+}
+
+/// The child-process and stdio transports, whose failing set-up made NIO close their
+/// descriptors and then closed them a second time (before 2026-12-06). A second close can end
+/// a descriptor another thread was just given: here, whatever the channel's close hands its
+/// numbers to (two `/dev/null` opens in a close callback) must still be open after the open
+/// failed. Exit tests, as above.
+extension FailedConfigureTests {
+    /// What the close callback opened, for the check after the open failed.
+    static let reopened = TrackedMutex<[CInt]>([])
+
+    /// A set-up that fails, after having its channel's close reuse the freed numbers.
+    static func failingReusingConfigure(_ channel: any Channel) -> EventLoopFuture<Void> {
+        channel.closeFuture.whenComplete { _ in
+            let numbers = (0..<2).map { _ in open("/dev/null", O_RDONLY | O_CLOEXEC) }
+            FailedConfigureTests.reopened.withLock { $0 += numbers }
+        }
+        return channel.eventLoop.makeFailedFuture(Refused())
+    }
+
+    /// Exit status 0 when every number the close callbacks opened is still open.
+    static func reopenedAreStillOpen() -> Int32 {
+        let numbers = FailedConfigureTests.reopened.withLock { $0 }
+        guard !numbers.isEmpty else { return 4 }  // the close callback never ran
+        return numbers.allSatisfy { $0 >= 0 && fcntl($0, F_GETFD) != -1 } ? 0 : 5
+    }
+
+    @Test func aChildProcessWhoseConfigureFailsClosesItsPipesOnce() async throws {
+        await #expect(processExitsWith: .success) {
+            let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+            for _ in 0..<4 {
+                do {
+                    _ = try await ChildProcessTransport(command: "cat").open(
+                        on: eventLoop,
+                        configure: FailedConfigureTests.failingReusingConfigure
+                    )
+                    exit(2)
+                } catch {}
+            }
+            exit(FailedConfigureTests.reopenedAreStillOpen())
+        }
+    }
+
+    @Test func stdioWhoseConfigureFailsClosesItsDuplicatesOnce() async throws {
+        await #expect(processExitsWith: .success) {
+            var ends: [CInt] = [0, 0]
+            guard pipe(&ends) == 0 else { exit(6) }
+            let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+            for _ in 0..<4 {
+                do {
+                    _ = try await StdioTransport(
+                        input: FileDescriptor(rawValue: ends[0]),
+                        output: FileDescriptor(rawValue: ends[1])
+                    ).open(
+                        on: eventLoop,
+                        configure: FailedConfigureTests.failingReusingConfigure
+                    )
+                    exit(2)
+                } catch {}
+            }
+            exit(FailedConfigureTests.reopenedAreStillOpen())
+        }
     }
 }

@@ -76,29 +76,38 @@ public struct ChildProcessTransport: ByteStreamTransport {
         pipes.closeChildEnds()
 
         let stderr = StderrRingBuffer()
-        let stderrChannel: (any Channel)?
+        // Neither set-up may fail its bootstrap: NIO would close the descriptors itself, and
+        // the catches below would close them a second time (PipeSetUp).
+        let stderrSetUp = PipeSetUp { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(StderrCollector(into: stderr))
+            }
+        }
+        var attachedStderr: (any Channel)?
         do {
-            stderrChannel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(StderrCollector(into: stderr))
-                    }
-                }
+            let opened = try await NIOPipeBootstrap(group: eventLoop)
+                .channelInitializer(stderrSetUp.initializer)
                 .takingOwnershipOfDescriptor(input: pipes.stderr.read.rawValue)
                 .get()
+            attachedStderr = opened
+            try await stderrSetUp.check(opened)
         } catch {
-            // Still ours after a failure. Diagnostics lose the stderr text, nothing else.
-            try? pipes.stderr.read.close()
-            stderrChannel = nil
+            // A failed bootstrap leaves the descriptor with us; a failed set-up closed the
+            // channel. Diagnostics lose the stderr text, nothing else.
+            if attachedStderr == nil { try? pipes.stderr.read.close() }
+            attachedStderr = nil
         }
+        let stderrChannel = attachedStderr
 
         let channel: any Channel
+        let setUp = PipeSetUp(configure)
         do {
             channel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelInitializer(configure)
+                .channelInitializer(setUp.initializer)
                 .takingOwnershipOfDescriptors(input: pipes.stdout.read.rawValue, output: pipes.stdin.write.rawValue)
                 .get()
         } catch {
+            // A failed future leaves the descriptors with us.
             try? pipes.stdout.read.close()
             try? pipes.stdin.write.close()
             process.terminate(grace: .zero, killAfter: Self.killDelay, on: eventLoop)
@@ -106,6 +115,16 @@ public struct ChildProcessTransport: ByteStreamTransport {
             throw TransportError(
                 .processFailed,
                 "could not attach the pipes of `\(self.command)` to the event loop: \(error)"
+            )
+        }
+        do {
+            try await setUp.check(channel)
+        } catch {
+            process.terminate(grace: .zero, killAfter: Self.killDelay, on: eventLoop)
+            stderrChannel?.close(promise: nil)
+            throw TransportError(
+                .processFailed,
+                "could not set up the pipeline on the pipes of `\(self.command)`: \(error)"
             )
         }
 

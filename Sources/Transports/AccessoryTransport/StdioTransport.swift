@@ -97,30 +97,35 @@ public struct StdioTransport: ByteStreamTransport {
         }
         let watchedDescriptor = watched?.rawValue
         let channel: any Channel
+        // The set-up's failure must not fail the bootstrap: NIO would close the descriptors
+        // itself, and the catch below would close them a second time (PipeSetUp).
+        let setUp = PipeSetUp { channel in
+            guard let watchedDescriptor else { return configure(channel) }
+            return channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(OutputHangUpWatch(watched: watchedDescriptor))
+            }.flatMap { configure(channel) }
+        }
         do {
             channel = try await NIOPipeBootstrap(group: eventLoop)
                 .channelOption(.allowRemoteHalfClosure, value: self.allowsHalfClose)
-                .channelInitializer { channel in
-                    guard let watchedDescriptor else { return configure(channel) }
-                    return channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(OutputHangUpWatch(watched: watchedDescriptor))
-                    }.flatMap { configure(channel) }
-                }
+                .channelInitializer(setUp.initializer)
                 .takingOwnershipOfDescriptors(input: input.rawValue, output: output.rawValue)
                 .get()
         } catch {
+            // A failed future leaves the descriptors with us (checkUsable refused what epoll
+            // would, on which NIO traps rather than fails).
             try? watched?.close()
             try? input.close()
             try? output.close()
             restore()
-            if let error = error as? IOError, error.errnoCode == EPERM {
-                // epoll refuses files that are always ready, such as /dev/null.
-                throw TransportError(
-                    .wrongKindOfFile,
-                    "stdin or stdout cannot be watched for readiness (is it /dev/null?); connect them to a pipe, socket or terminal"
-                )
-            }
             throw TransportError(.openFailed, "could not attach stdin and stdout to the event loop: \(error)")
+        }
+        do {
+            try await setUp.check(channel)
+        } catch {
+            try? watched?.close()
+            restore()
+            throw TransportError(.openFailed, "could not set up the pipeline on stdio: \(error)")
         }
         channel.closeFuture.whenComplete { _ in
             try? watched?.close()
