@@ -1,3 +1,4 @@
+import AccessoryTestSupport
 import Foundation
 import Testing
 
@@ -91,6 +92,31 @@ struct ExecDeviceGroupTests {
         child.signal(SIGINT)
         let result = await child.finish(timeout: 10)
         #expect(result.status == 130, "\(result)")
+        expectNoSurvivors(result)
+    }
+
+    /// A member of the device's group that exits after the device (a shell's background job)
+    /// is adopted by the nearest subreaper; one that does not reap it (a container without an
+    /// init, a supervisor that waits only for its own child) leaves it a zombie. The CLI's wait
+    /// for the group counted zombies and ran to its 2 s limit every time (2.3 s before
+    /// 2026-12-06, against 0.5 s now, the 0.3 s job included). The CLI runs under a Python
+    /// subreaper that reaps nothing but the CLI.
+    @Test func aZombieOfTheGroupDoesNotHoldTheExit() async throws {
+        let subreaper =
+            "import ctypes, subprocess, sys; ctypes.CDLL(None).prctl(36, 1, 0, 0, 0); "
+            + "sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+        let result = try await run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "python3", "-c", subreaper, try CLIBinary.url().path,
+                "--device", "exec:sleep 0.3 & exec python3 \(Self.stdioDevice) \(self.marker)", "get", "/status",
+            ],
+            scratch: scratch,
+            timeout: 15
+        )
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdoutText.contains("python on stdio"), "\(result)")
+        #expect(result.elapsed < TimeBounds.scaled(.milliseconds(1800)), "the CLI exited after \(result.elapsed)")
         expectNoSurvivors(result)
     }
 }

@@ -61,9 +61,10 @@ final class ChildProcess: Sendable {
         }
     }
 
-    /// Whether any process of the child's group is still running.
+    /// Whether any process of the child's group is still running. Zombies do not count: one
+    /// whose adopter does not reap it never goes away (ProcessGroupScan).
     var groupIsAlive: Bool {
-        self.status.withLock { status in
+        let exists = self.status.withLock { status in
             guard status == nil || self.groupMayExist.load(ordering: .relaxed) else { return false }
             if kill(-self.pid, 0) != 0 && errno == ESRCH {
                 self.groupMayExist.store(false, ordering: .relaxed)
@@ -71,6 +72,9 @@ final class ChildProcess: Sendable {
             }
             return true
         }
+        // While the child is not reaped it is a member, alive or about to be reaped.
+        guard exists, self.exitStatus != nil else { return exists }
+        return ProcessGroupScan.hasLiveMember(self.pid) ?? true
     }
 
     /// Ends the child and its group politely: after `grace` (time to exit on its own once its

@@ -1,0 +1,44 @@
+import Glibc
+
+/// Whether a process group has a member that is not a zombie, from `/proc/PID/stat`.
+///
+/// Why: `kill(-group, 0)` succeeds while the group has any member, zombies included. A member
+/// left behind by the child (a shell's background job) is adopted by init, which reaps it at
+/// once; where the adopter does not reap (a container whose PID 1 is not an init, a
+/// subreaper that waits only for its own child) the zombie stays, and the wait for the group
+/// ran to its limit every time (2 s at the end of each `exec:` link, 2026-12-06).
+enum ProcessGroupScan {
+    /// True when a process of `group` is running (or stopped), false when every member is a
+    /// zombie or there is none; `nil` when `/proc` cannot be read.
+    static func hasLiveMember(_ group: pid_t) -> Bool? {
+        guard let directory = opendir("/proc") else { return nil }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let pid = withUnsafeBytes(of: entry.pointee.d_name) { name -> pid_t? in
+                let digits = name.prefix(while: { $0 != 0 })
+                guard !digits.isEmpty, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+                return pid_t(String(decoding: digits, as: UTF8.self))
+            }
+            guard let pid, let (state, processGroup) = Self.stateAndGroup(of: pid) else { continue }
+            if processGroup == group && state != UInt8(ascii: "Z") && state != UInt8(ascii: "X") { return true }
+        }
+        return false
+    }
+
+    /// The state letter and process group of `pid`, or `nil` if it is gone or unreadable.
+    /// `/proc/PID/stat` is `pid (comm) state ppid pgrp …`; `comm` may hold spaces and
+    /// parentheses, so the fields are read after the last `)`.
+    static func stateAndGroup(of pid: pid_t) -> (state: UInt8, group: pid_t)? {
+        let descriptor = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { _ = close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: 512)
+        let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0, let close = bytes[..<count].lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        let fields = bytes[(close + 1)..<count].split(separator: UInt8(ascii: " "))
+        guard fields.count >= 3, let state = fields[0].first,
+            let group = pid_t(String(decoding: fields[2], as: UTF8.self))
+        else { return nil }
+        return (state, group)
+    }
+}
