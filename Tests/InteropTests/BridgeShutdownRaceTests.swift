@@ -46,7 +46,7 @@ import Testing
         let bridge = AccessoryBridge(client: client)
         _ = try await bridge.bind([.unix(path: path)])
         let serving = Task { await bridge.run() }
-        let answer = Self.statusRequest(toUnixSocket: path)
+        let answer = await Self.statusRequest(toUnixSocket: path)
         #expect(answer.hasPrefix("HTTP/1.1 200"), "the next bridge answered: \(answer.prefix(80))")
         await bridge.shutdown()
         await serving.value
@@ -92,8 +92,16 @@ import Testing
     }
 
     /// `GET` of the bridge's status document over a fresh connection; the whole answer, or
-    /// what went wrong.
-    static func statusRequest(toUnixSocket path: String) -> String {
+    /// what went wrong. The blocking calls run on a thread of their own: on the cooperative
+    /// pool (two threads here) two of them at once, in tests that run side by side, left no
+    /// thread for the bridges' tasks, and every bridge test of the run stalled for their 10 s.
+    static func statusRequest(toUnixSocket path: String) async -> String {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: Self.blockingStatusRequest(toUnixSocket: path)) }.start()
+        }
+    }
+
+    private static func blockingStatusRequest(toUnixSocket path: String) -> String {
         guard let descriptor = Connector.connect(path) else {
             return "cannot connect: \(String(cString: strerror(errno)))"
         }

@@ -96,11 +96,11 @@ public final class AccessoryBridge: Sendable {
     /// The first link's client.
     var client: AccessoryClient { self.pool.first }
     let logger: Logger
-    private let eventLoopGroup: any EventLoopGroup
+    let eventLoopGroup: any EventLoopGroup
     private let admission: BridgeAdmission
     private let statistics = BridgeStatistics()
     private let tracker = ConnectionTracker()
-    private let unclaimed = UnclaimedConnections()
+    let unclaimed = UnclaimedConnections()
     let state = TrackedMutex(State())
 
     /// A bridge that carries requests over `client`'s link. It listens nowhere until ``bind(_:)``.
@@ -179,146 +179,6 @@ public final class AccessoryBridge: Sendable {
 
     /// Client connections open now.
     public var connectionCount: Int { self.tracker.count }
-
-    /// Binds `listeners` (call before ``run()``: once it runs, or ``shutdown()`` began, this
-    /// throws `bind-failed`); returns them as bound (a TCP port 0 resolved).
-    /// If one cannot be bound, those bound before it are closed again (their socket files
-    /// removed) before this throws: a daemon that goes on without this bridge (a reload that
-    /// skips a section) leaves no listener behind that accepts and never answers.
-    public func bind(_ listeners: [BridgeListener]) async throws(BridgeError) -> [BridgeListener] {
-        try self.checkDNSSD()
-        for listener in listeners where !listener.isLocal && !self.configuration.allowRemote {
-            throw BridgeError(
-                .remoteNotAllowed,
-                "--listen \(listener) would let any machine that reaches that address use the accessory; listen on 127.0.0.1 or ::1, or pass --allow-remote if that is what you want"
-            )
-        }
-        let before = self.state.withLock {
-            (servers: $0.servers.count, paths: $0.socketPaths.count, tcp: $0.boundTCP.count)
-        }
-        if let refusal = self.state.withLock({ Self.bindRefusal($0) }) { throw refusal }
-        do {
-            return try await self.bindEach(listeners)
-        } catch {
-            let (servers, paths) = self.state.withLock { state in
-                defer {
-                    state.servers.removeSubrange(before.servers...)
-                    state.socketPaths.removeSubrange(before.paths...)
-                    state.boundTCP.removeSubrange(before.tcp...)
-                }
-                return (Array(state.servers[before.servers...]), Array(state.socketPaths[before.paths...]))
-            }
-            // Through executeThenClose, as run() ends them: a NIOAsyncChannel dropped without it
-            // traps when it is deinitialized (its writer never finished).
-            for server in servers { try? await server.executeThenClose { _ in } }
-            for path in paths { _ = unlink(path) }
-            throw error
-        }
-    }
-
-    /// Why a bind cannot be taken now: listeners are bound before ``run()`` (it serves those it
-    /// found), and never after ``shutdown()`` began (nothing would close them).
-    private static func bindRefusal(_ state: State) -> BridgeError? {
-        if state.isShuttingDown {
-            return BridgeError(.bindFailed, "the bridge is shutting down; bind a new one instead")
-        }
-        if state.running {
-            return BridgeError(.bindFailed, "the bridge is already serving; bind every listener before run()")
-        }
-        return nil
-    }
-
-    private func bindEach(_ listeners: [BridgeListener]) async throws(BridgeError) -> [BridgeListener] {
-        var bound: [BridgeListener] = []
-        for listener in listeners {
-            let server = try await self.bindOne(listener)
-            // Checked again as the listener is kept: a shutdown (or run) may have begun while it bound.
-            let refusal = self.state.withLock { state -> BridgeError? in
-                if let refusal = Self.bindRefusal(state) { return refusal }
-                state.servers.append(server)
-                return nil
-            }
-            if let refusal {
-                try? await server.executeThenClose { _ in }
-                throw refusal
-            }
-            switch listener {
-            case .unix, .inherited:
-                bound.append(listener)
-            case .tcp(let host, _):
-                let port = server.channel.localAddress?.port ?? 0
-                bound.append(.tcp(host: host, port: port))
-                self.state.withLock { $0.boundTCP.append((host, port)) }
-            }
-        }
-        return bound
-    }
-
-    private func bindOne(_ listener: BridgeListener) async throws(BridgeError) -> NIOAsyncChannel<BridgeChannel, Never>
-    {
-        let bootstrap = ServerBootstrap(group: self.eventLoopGroup)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)  // `printf … | nc -N` still gets its answer
-        let idleTimeout = TimeAmount.nanoseconds(
-            Int64(self.configuration.clientIdleTimeout.components.seconds) * 1_000_000_000
-                + self.configuration.clientIdleTimeout.components.attoseconds / 1_000_000_000
-        )
-        let unclaimed = self.unclaimed
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<BridgeChannel> = { channel in
-            // NIO neither serves nor closes a connection whose set-up failed (here: one refused
-            // by `unclaimed` as the bridge stops): its client would hang.
-            channel.eventLoop.makeCompletedFuture {
-                var encoder = HTTPResponseEncoder.Configuration()
-                encoder.automaticallySetFramingHeaders = false  // forwarded answers keep their own framing
-                try channel.pipeline.syncOperations.configureHTTPServerPipeline(
-                    withPipeliningAssistance: true,
-                    withErrorHandling: false,  // ClientInputGuard answers 400 and 431 itself
-                    withEncoderConfiguration: encoder
-                )
-                let raw = RawWriter()
-                try channel.pipeline.syncOperations.addHandler(raw, position: .first)
-                try channel.pipeline.syncOperations.addHandler(ClientInputGuard(idleTimeout: idleTimeout, raw: raw))
-                return try unclaimed.admit(channel) { try BridgeChannel(wrappingChannelSynchronously: $0) }
-            }.flatMapErrorThrowing { error in
-                channel.close(promise: nil)
-                throw error
-            }
-        }
-        do {
-            switch listener {
-            case .unix(let path):
-                try UnixSocketPath.prepare(path)
-                let previous = umask(0o177)  // nobody else may connect until mode and group are set
-                defer { umask(previous) }
-                let server = try await bootstrap.bind(
-                    unixDomainSocketPath: path,
-                    cleanupExistingSocketFile: false,
-                    childChannelInitializer: initializer
-                )
-                self.state.withLock { $0.socketPaths.append(path) }
-                do {
-                    try UnixSocketPath.apply(
-                        mode: self.configuration.socketMode,
-                        group: self.configuration.socketGroup,
-                        to: path
-                    )
-                } catch {
-                    try? await server.executeThenClose { _ in }  // `bind` removes the path
-                    throw error
-                }
-                return server
-            case .tcp(let host, let port):
-                return try await bootstrap.bind(host: host, port: port, childChannelInitializer: initializer)
-            case .inherited(let descriptor):
-                return try await bootstrap.bind(descriptor, childChannelInitializer: initializer)
-            }
-        } catch let error as BridgeError {
-            throw error
-        } catch {
-            throw BridgeError(.bindFailed, "cannot listen on \(listener): \(error)", underlying: error)
-        }
-    }
 
     /// Serves the bound listeners until ``shutdown()``; returns once every connection ended.
     /// Call it once; it returns at once if the bridge is already serving or shutting down.
