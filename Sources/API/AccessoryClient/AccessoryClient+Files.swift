@@ -127,7 +127,7 @@ extension AccessoryClient {
         }
         let kind = info.st_mode & S_IFMT
         let isRegular = kind == S_IFREG
-        // A FIFO, socket or character device has a writer that may go quiet: the event loop
+        // A FIFO, socket or character device has a writer that may go quiet: PipeFileReader
         // waits for its bytes. Other files (regular ones, block devices) never make a read wait.
         let waitsForAWriter = kind == S_IFIFO || kind == S_IFSOCK || kind == S_IFCHR
         let length: Int? = isRegular ? Int(info.st_size) : nil
@@ -171,8 +171,7 @@ extension AccessoryClient {
             progress?(TransferProgress(bytesTransferred: 0, totalBytes: length.map(Int64.init)))
             do {
                 if waitsForAWriter {
-                    let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-                    try await PipeFileReader.readAll(handle, on: eventLoop) { try await pump.send($0) }
+                    try await PipeFileReader.readAll(handle) { try await pump.send($0) }
                 } else {
                     while true {
                         let chunk = try await fileIO.read(

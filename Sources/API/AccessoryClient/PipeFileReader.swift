@@ -10,79 +10,50 @@ import Synchronization
     import Musl
 #endif
 
-/// Reads a file whose bytes come from a writer (a FIFO, a socket, a character device) for a
-/// streamed request body, in a way that neither holds a thread while the writer is quiet nor
-/// outlives the caller's cancellation.
+/// Reads a file whose bytes come from a writer (a FIFO, a character device) for a streamed
+/// request body, in a way that neither takes a thread of NIO's pool while the writer is quiet
+/// nor outlives the caller's cancellation.
 ///
 /// Why: `NonBlockingFileIO.read` blocks one of NIO's pool threads in `read(2)` until the writer
-/// sends something, and nothing cancels it. The pool has one thread per core and every file
-/// transfer of the process shares it, so two bodies from quiet pipes on a two-core machine
-/// stopped every other upload and download (before 2026-12-06, when the pool thread polled).
-/// Here the descriptor is watched by the event loop (epoll), as a socket is: a wait costs no
-/// thread, and a cancelled task stops waiting at once.
+/// sends something, and nothing cancels it. That pool has one thread per core and carries every
+/// file transfer of the process, so two bodies from quiet pipes on a two-core machine stopped
+/// every other upload and download (until 2026-12-06 this reader waited on that pool, too).
+/// Each read now runs on a thread of its own, waiting in `poll(2)` 100 ms at a time and
+/// looking at the cancellation in between. Not NIO's event loop: its pipe channel takes a
+/// hang-up for a certain end of file and traps (`preconditionFailure` in `readEOF0`) when the
+/// read after it finds no data, which a FIFO whose next writer has just opened it gives.
 enum PipeFileReader {
     /// Calls `each` with every piece read from `handle` (never an empty one) until the end of
     /// the file. Throws `CancellationError` when the calling task is cancelled first, and the
     /// read's error when a read fails. `handle` stays open; the caller closes it.
-    static func readAll(
-        _ handle: NIOFileHandle,
-        on eventLoop: any EventLoop,
-        each: (ByteBuffer) async throws -> Void
-    ) async throws {
-        // epoll refuses a descriptor that is always ready (/dev/zero; NIO would trap on it):
-        // such a file never makes a read wait, so the pool reads it.
-        let watchable = try handle.withUnsafeFileDescriptor { ReadinessWatch.accepts($0) }
-        guard watchable else {
-            try await Self.readOnThePool(handle, on: eventLoop, each: each)
-            return
-        }
-        // NIO takes ownership of what it watches: it gets a duplicate, so that `handle` stays
-        // the caller's.
-        let duplicate = try handle.withUnsafeFileDescriptor { descriptor in
-            let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
-            if duplicate < 0 { throw IOError(errnoCode: errno, reason: "fcntl(F_DUPFD_CLOEXEC)") }
-            return duplicate
-        }
-        let channel = try await NIOPipeBootstrap(group: eventLoop)
-            .channelOption(
-                .recvAllocator,
-                value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65536, maximum: 262_144)
-            )
-            .takingOwnershipOfDescriptor(input: duplicate) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try NIOAsyncChannel<ByteBuffer, Never>(wrappingChannelSynchronously: channel)
-                }
-            }
-        try await channel.executeThenClose { inbound, _ in
-            for try await piece in inbound where piece.readableBytes > 0 {
-                try await each(piece)
-            }
-        }
-        // NIO's inbound sequence may end, rather than throw, when the task is cancelled: that
-        // is not the end of the file.
-        try Task.checkCancellation()
-    }
-
-    /// Reads on NIO's pool, the thread waiting in `poll(2)` 100 ms at a time and looking at the
-    /// cancellation in between: for descriptors epoll refuses, which never make it wait.
-    private static func readOnThePool(
-        _ handle: NIOFileHandle,
-        on eventLoop: any EventLoop,
-        each: (ByteBuffer) async throws -> Void
-    ) async throws {
+    static func readAll(_ handle: NIOFileHandle, each: (ByteBuffer) async throws -> Void) async throws {
+        // The descriptor outlives every read: the caller closes `handle` after this returns,
+        // and this returns only once the reading thread has.
+        let descriptor = try handle.withUnsafeFileDescriptor { $0 }
         while true {
-            let cancelled = CancelFlag()
-            let piece = try await withTaskCancellationHandler {
-                try await NIOThreadPool.singleton.runIfActive(eventLoop: eventLoop) {
-                    try handle.withUnsafeFileDescriptor { descriptor in
-                        try Self.readWhenReady(descriptor, upTo: 262_144, unless: cancelled)
-                    }
-                }.get()
-            } onCancel: {
-                cancelled.set()
-            }
+            let piece = try await Self.read(descriptor, upTo: 262_144)
             if piece.readableBytes == 0 { return }
             try await each(piece)
+        }
+    }
+
+    /// One read, on a new thread; an empty buffer at the end of the file.
+    private static func read(_ descriptor: CInt, upTo count: Int) async throws -> ByteBuffer {
+        let cancelled = CancelFlag()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                do {
+                    try DetachedThread.start {
+                        continuation.resume(
+                            with: Result { try Self.readWhenReady(descriptor, upTo: count, unless: cancelled) }
+                        )
+                    }
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        } onCancel: {
+            cancelled.set()
         }
     }
 
@@ -98,7 +69,7 @@ enum PipeFileReader {
             var buffer = ByteBufferAllocator().buffer(capacity: count)
             var got = 0
             buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { space in
-                got = read(descriptor, space.baseAddress, count)
+                got = Glibc.read(descriptor, space.baseAddress, count)
                 return max(0, got)
             }
             if got >= 0 { return buffer }
@@ -108,7 +79,7 @@ enum PipeFileReader {
     }
 }
 
-/// Set once, from the cancellation handler; read by the pool thread.
+/// Set once, from the cancellation handler; read by the reading thread.
 private final class CancelFlag: Sendable {
     private let value = Atomic<Bool>(false)
     var isSet: Bool { self.value.load(ordering: .relaxed) }
