@@ -11,7 +11,9 @@ enum ProcessGroupScan {
     /// True when a process of `group` is running (or stopped), false when every member is a
     /// zombie or there is none; `nil` when `/proc` cannot be read.
     static func hasLiveMember(_ group: pid_t) -> Bool? {
-        guard let directory = opendir("/proc") else { return nil }
+        // A /proc of another PID namespace (a sandbox that did not remount it) names other
+        // processes: it cannot say anything about this group.
+        guard Self.procIsOurs, let directory = opendir("/proc") else { return nil }
         defer { closedir(directory) }
         while let entry = readdir(directory) {
             let pid = withUnsafeBytes(of: entry.pointee.d_name) { name -> pid_t? in
@@ -20,9 +22,32 @@ enum ProcessGroupScan {
                 return pid_t(String(decoding: digits, as: UTF8.self))
             }
             guard let pid, let (state, processGroup) = Self.stateAndGroup(of: pid) else { continue }
-            if processGroup == group && state != UInt8(ascii: "Z") && state != UInt8(ascii: "X") { return true }
+            guard processGroup == group else { continue }
+            // A process whose main thread has exited shows as a zombie while its other threads
+            // run: it is alive while it has more than one task.
+            if state != UInt8(ascii: "Z") && state != UInt8(ascii: "X") || Self.taskCount(of: pid) > 1 { return true }
         }
         return false
+    }
+
+    /// Whether `/proc` is of this process's PID namespace: `/proc/self` names its pid.
+    private static var procIsOurs: Bool {
+        var link = [CChar](repeating: 0, count: 32)
+        let count = readlink("/proc/self", &link, link.count - 1)
+        guard count > 0 else { return false }
+        return pid_t(String(decoding: link[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)) == getpid()
+    }
+
+    /// How many threads `/proc/PID/task` lists (0 if it cannot be read).
+    private static func taskCount(of pid: pid_t) -> Int {
+        guard let directory = opendir("/proc/\(pid)/task") else { return 0 }
+        defer { closedir(directory) }
+        var count = 0
+        while let entry = readdir(directory) {
+            let isDot = withUnsafeBytes(of: entry.pointee.d_name) { $0.first == UInt8(ascii: ".") }
+            if !isDot { count += 1 }
+        }
+        return count
     }
 
     /// The state letter and process group of `pid`, or `nil` if it is gone or unreadable.
