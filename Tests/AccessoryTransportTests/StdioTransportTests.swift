@@ -32,13 +32,13 @@ import Testing
         #expect(String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self) == "response")
 
         try await stream.channel.close()
-        // The stand-ins for 0 and 1 are still open and blocking again.
-        #expect(await eventually { (try? toUs.read.statusFlags()).map { $0 & O_NONBLOCK == 0 } ?? false })
+        await stream.waitUntilReleased()
+        // The stand-ins for 0 and 1 are still open and blocking again once the stream is released.
+        #expect((try? toUs.read.statusFlags()).map { $0 & O_NONBLOCK == 0 } ?? false)
         #expect(fcntl(fromUs.write.rawValue, F_GETFD) != -1)
 
-        // The stream is released in the close's callbacks (flags first, then the in-use mark),
-        // which may run just after the flags check above: a reopen may meet "in use" for that
-        // moment, as CI saw once. It must succeed soon after.
+        // Released above (flags restored, in-use mark cleared): a reopen succeeds; the loop only
+        // bounds it.
         var again: OpenedByteStream?
         for _ in 0..<200 where again == nil {
             again = try? await transport.open(on: testEventLoop, configure: received.configure)
@@ -46,6 +46,8 @@ import Testing
         }
         #expect(again != nil, "stdio could not be opened again within 2 s of closing it")
         try await again?.channel.close()
+        // Before the stand-ins are closed: a restore after that could land on a reused number.
+        await again?.waitUntilReleased()
     }
 
     @Test func regularFileAndDevNullAreRefused() async throws {

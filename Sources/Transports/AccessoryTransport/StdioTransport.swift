@@ -127,11 +127,20 @@ public struct StdioTransport: ByteStreamTransport {
             restore()
             throw TransportError(.openFailed, "could not set up the pipeline on stdio: \(error)")
         }
+        // Released once the flags are restored: until then a caller that closes the descriptors
+        // (a test's stand-ins for 0 and 1) could see the restore land on a number reused for
+        // another file, a NIO socket then made blocking (seen: an event loop stuck in writev).
+        let restored = eventLoop.makePromise(of: Void.self)
         channel.closeFuture.whenComplete { _ in
             try? watched?.close()
             restore()
+            restored.succeed(())
         }
-        return OpenedByteStream(channel: channel, sendQueue: KernelSendQueue(descriptor: output.rawValue))
+        return OpenedByteStream(
+            channel: channel,
+            released: { try? await restored.futureResult.get() },
+            sendQueue: KernelSendQueue(descriptor: output.rawValue)
+        )
     }
 
     /// NIO accepts only pipes, sockets and character devices epoll can watch (not /dev/null or
