@@ -16,18 +16,22 @@ enum ProcessGroupScan {
         guard Self.procIsOurs, let directory = opendir("/proc") else { return nil }
         defer { closedir(directory) }
         while let entry = readdir(directory) {
-            let pid = withUnsafeBytes(of: entry.pointee.d_name) { name -> pid_t? in
-                let digits = name.prefix(while: { $0 != 0 })
-                guard !digits.isEmpty, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-                return pid_t(String(decoding: digits, as: UTF8.self))
+            guard let pid = pid_t(Self.name(of: entry)), let (state, processGroup) = Self.stateAndGroup(of: pid) else {
+                continue
             }
-            guard let pid, let (state, processGroup) = Self.stateAndGroup(of: pid) else { continue }
             guard processGroup == group else { continue }
             // A process whose main thread has exited shows as a zombie while its other threads
             // run: it is alive while it has more than one task.
             if state != UInt8(ascii: "Z") && state != UInt8(ascii: "X") || Self.taskCount(of: pid) > 1 { return true }
         }
         return false
+    }
+
+    /// A directory entry's name, read up to its NUL: an entry is only as long as its name
+    /// (`d_reclen`), so loading the whole 256-byte `d_name` field reads past it.
+    private static func name(of entry: UnsafeMutablePointer<dirent>) -> String {
+        guard let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name) else { return "" }
+        return String(cString: (UnsafeRawPointer(entry) + offset).assumingMemoryBound(to: CChar.self))
     }
 
     /// Whether `/proc` is of this process's PID namespace: `/proc/self` names its pid.
@@ -44,8 +48,7 @@ enum ProcessGroupScan {
         defer { closedir(directory) }
         var count = 0
         while let entry = readdir(directory) {
-            let isDot = withUnsafeBytes(of: entry.pointee.d_name) { $0.first == UInt8(ascii: ".") }
-            if !isDot { count += 1 }
+            if !Self.name(of: entry).hasPrefix(".") { count += 1 }
         }
         return count
     }
