@@ -105,6 +105,24 @@ struct SessionCLITests {
         }
     }
 
+    /// A CLI whose stdout nobody reads stops at its 1 s timeout with the device mid-body; the
+    /// next run is answered within 1 s. (Before 2026-12-07 the write to stdout was not bounded
+    /// by the timeout: such a run took 6 s, or never ended.)
+    @Test func unreadStdoutThenTheNextRunIsAnsweredAtOnce() async throws {
+        try await withServedLine { device in
+            for attempt in 1...4 {
+                let first = try await UnreadOutputRun.measure(
+                    ["--device", device, "get", "--timeout", "1", "/bytes/1000000000"],
+                    scratch: scratch
+                )
+                #expect(first.status == 75, "attempt \(attempt): \(first)")
+                // Timed from the first byte: the 1 s began before it.
+                #expect(first.seconds < 1.5 * Double(TimeBounds.factor), "attempt \(attempt): \(first)")
+                try await expectPromptStatus(device, after: "a run whose stdout nobody read (attempt \(attempt))")
+            }
+        }
+    }
+
     /// A CLI killed with SIGKILL in the middle of a body (it can send nothing more, not even
     /// CLOSE): 16 times, the next run is answered within 1 s.
     @Test func killedMidBodyThenTheNextRunIsAnsweredAtOnce() async throws {

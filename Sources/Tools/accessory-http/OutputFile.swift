@@ -20,27 +20,79 @@ final class OutputFile: Sendable {
     let path: String
     /// The file being written: the temporary file, or `path` itself when written directly.
     let writtenPath: String
-    private let descriptor: Int32
+    private let writer: BoundedWriter
+    private var descriptor: CInt { self.writer.descriptor }
     private let finalMode: mode_t?
+
+    /// Opens the output for `path`, waiting (until `deadline`, or the task's cancellation) for
+    /// a FIFO destination to get a reader; `timeout` is `--timeout`, for the message.
+    static func open(path: String, deadline: ContinuousClock.Instant?, timeout: Double?) async throws(CLIError)
+        -> OutputFile
+    {
+        while true {
+            if let file = try OutputFile(path: path, readerless: .retry) { return file }
+            // A FIFO without a reader: opening it blocking would wait for one for ever, past
+            // any deadline. Try again every 20 ms (as a writer polling for a reader would).
+            if let deadline, ContinuousClock.now >= deadline {
+                let limit = timeout.map { " (\($0.formatted) s)" } ?? ""
+                throw CLIError(
+                    .timeout,
+                    "the exchange took longer than its timeout\(limit): nothing opened the FIFO \(path) for reading"
+                )
+            }
+            do {
+                try await Task.sleep(for: .milliseconds(20))
+            } catch {
+                throw OutputDeadline.error(.cancelled, writing: .file(path), timeout: timeout)
+            }
+        }
+    }
 
     /// Opens the output for `path`. `temporaryName` makes the temporary file's name from the
     /// destination's path (tests plant files there); a name that exists is never opened, another is tried.
-    init(path: String, temporaryName: (String) -> String = OutputFile.randomTemporaryName) throws(CLIError) {
+    convenience init(path: String, temporaryName: @escaping (String) -> String = OutputFile.randomTemporaryName)
+        throws(CLIError)
+    {
+        guard let file = try OutputFile(path: path, readerless: .fail, temporaryName: temporaryName) else {
+            throw Self.error("cannot write \(path)")
+        }
+        self.init(taking: file)
+    }
+
+    /// What to do with a FIFO destination that has no reader.
+    enum Readerless { case retry, fail }
+
+    private init(taking file: OutputFile) {
+        (self.path, self.writtenPath, self.writer, self.finalMode) = (
+            file.path, file.writtenPath, file.writer, file.finalMode
+        )
+    }
+
+    /// `nil` when `path` is a FIFO that has no reader (with `.retry`).
+    private init?(
+        path: String,
+        readerless: Readerless,
+        temporaryName: (String) -> String = OutputFile.randomTemporaryName
+    ) throws(CLIError) {
         self.path = path
         var info = stat()
         let exists = stat(path, &info) == 0
         if exists && (info.st_mode & S_IFMT) != S_IFREG {
-            let descriptor = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY)
+            // Not blocking: a FIFO's open would wait for a reader, a tty's writes for Ctrl-Q.
+            let descriptor = Glibc.open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+            if descriptor < 0 && errno == ENXIO && readerless == .retry && (info.st_mode & S_IFMT) == S_IFIFO {
+                return nil
+            }
             guard descriptor >= 0 else { throw Self.error("cannot write \(path)") }
-            (self.descriptor, self.writtenPath, self.finalMode) = (descriptor, path, nil)
+            (self.writer, self.writtenPath, self.finalMode) = (BoundedWriter(plain: descriptor), path, nil)
             return
         }
         self.finalMode = exists ? info.st_mode & 0o777 : 0o666 & ~Self.currentUmask()
         for _ in 0..<16 {
             let candidate = temporaryName(path)
-            let descriptor = open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            let descriptor = Glibc.open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             if descriptor >= 0 {
-                (self.descriptor, self.writtenPath) = (descriptor, candidate)
+                (self.writer, self.writtenPath) = (BoundedWriter(plain: descriptor), candidate)
                 return
             }
             if errno != EEXIST { throw Self.error("cannot write \(path)") }
@@ -57,22 +109,17 @@ final class OutputFile: Sendable {
         "\(path).accessory-http-\(String(UInt64.random(in: 0 ... .max), radix: 16)).part"
     }
 
-    /// Appends `buffer`.
-    func write(_ buffer: ByteBuffer) throws(CLIError) {
-        let failed = buffer.withUnsafeReadableBytes { bytes -> Bool in
-            guard let base = bytes.baseAddress else { return false }
-            var offset = 0
-            while offset < bytes.count {
-                let count = Glibc.write(self.descriptor, base + offset, bytes.count - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    return true
-                }
-                offset += count
+    /// Appends `buffer`, giving up once `deadline` passes while the destination takes nothing
+    /// (a FIFO nobody reads); `timeout` is `--timeout`, for the message.
+    func write(_ buffer: ByteBuffer, deadline: ContinuousClock.Instant? = nil, timeout: Double? = nil) throws(CLIError)
+    {
+        do {
+            try buffer.withUnsafeReadableBytes { (bytes) throws(BoundedWriteError) in
+                try self.writer.write(bytes, deadline: deadline)
             }
-            return false
+        } catch {
+            throw OutputDeadline.error(error, writing: .file(self.path), timeout: timeout)
         }
-        if failed { throw Self.error("cannot write \(self.path)") }
     }
 
     /// Gives the temporary file its final mode and renames it into place (or just closes a

@@ -50,7 +50,11 @@ struct RequestRunner {
         request.headerFields = try self.options.headerFields()
         request.body = try self.options.body()
         if let credentials = self.options.credentials() { request.credentials = credentials }
-        if let seconds = self.options.timeout ?? config?.timeout { request.timeout = .seconds(seconds) }
+        let seconds = self.options.timeout ?? config?.timeout
+        // The client bounds the exchange; the output, which this run writes itself, is bounded
+        // by the same clock (a pipe nobody reads must not hold the run past it).
+        let output = OutputDeadline(seconds: seconds)
+        if let seconds { request.timeout = .seconds(seconds) }
         do {
             return try await withTaskCancellationHandler {
                 // One link, one request, nothing else to serve: the whole exchange, writing the
@@ -58,10 +62,10 @@ struct RequestRunner {
                 // per body part (curl's single-threaded loop, in effect). Output that blocks (a
                 // pipe nobody reads yet) holds the link back, and is not mistaken for an idle device.
                 try await withTaskExecutorPreference(client.taskExecutor) { () async throws -> HTTPResponse.Status in
-                    if let output = self.options.output {
-                        return try await self.download(client, request, to: output, progressBar: progressBar)
+                    if let file = self.options.output {
+                        return try await self.download(client, request, to: file, output, progressBar: progressBar)
                     } else {
-                        return try await self.printResponse(client, request, method: method)
+                        return try await self.printResponse(client, request, method: method, output)
                     }
                 }
             } onCancel: {
@@ -84,34 +88,45 @@ struct RequestRunner {
         )
     }
 
-    private func printResponse(_ client: AccessoryClient, _ request: AccessoryRequest, method: HTTPRequest.Method)
-        async throws -> HTTPResponse.Status
-    {
+    private func printResponse(
+        _ client: AccessoryClient,
+        _ request: AccessoryRequest,
+        method: HTTPRequest.Method,
+        _ output: OutputDeadline
+    ) async throws -> HTTPResponse.Status {
         let include = self.options.include || method == .head
         let fail = self.options.fail
         return try await client.execute(request) { response in
             if fail && response.status.code >= 400 { return response.status }
             if include {
-                StandardOutput.write(Self.render(response.head, http2: client.configuration.link.httpVersion == .http2))
+                try output.write(Self.render(response.head, http2: client.configuration.link.httpVersion == .http2))
             }
             for try await buffer in response.body {
-                let ok = buffer.withUnsafeReadableBytes { StandardOutput.write($0) }
-                if !ok { throw CLIError(.file, "cannot write to stdout: \(String(cString: strerror(errno)))") }
+                try buffer.withUnsafeReadableBytes { (bytes) throws(CLIError) in try output.write(bytes) }
             }
             // Trailer fields after the body, as curl -i prints them.
-            if include, let trailers = response.body.trailers { StandardOutput.write(Self.render(trailers)) }
+            if include, let trailers = response.body.trailers { try output.write(Self.render(trailers)) }
             return response.status
         }
     }
 
-    private func download(_ client: AccessoryClient, _ request: AccessoryRequest, to path: String, progressBar: Bool)
-        async throws -> HTTPResponse.Status
-    {
+    private func download(
+        _ client: AccessoryClient,
+        _ request: AccessoryRequest,
+        to path: String,
+        _ output: OutputDeadline,
+        progressBar: Bool
+    ) async throws -> HTTPResponse.Status {
         let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
         let fail = self.options.fail
         // The body goes to a private temporary file renamed into place on success (see
         // OutputFile); with --fail an error body is never written, so the file stays as it was.
-        let file = try OutputFile(path: path)
+        let file = try await OutputFile.open(path: path, deadline: output.deadline, timeout: output.seconds)
+        // A wait for a FIFO's reader came out of the run's time: the exchange gets what is left.
+        var request = request
+        if let deadline = output.deadline {
+            request.timeout = max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))
+        }
         let head: HTTPResponse
         var trailers: HTTPFields?
         do {
@@ -121,7 +136,7 @@ struct RequestRunner {
                 var written: Int64 = 0
                 bar?.update(TransferProgress(bytesTransferred: 0, totalBytes: total))
                 for try await buffer in response.body {
-                    try file.write(buffer)
+                    try file.write(buffer, deadline: output.deadline, timeout: output.seconds)
                     written += Int64(buffer.readableBytes)
                     bar?.update(TransferProgress(bytesTransferred: written, totalBytes: total))
                 }
@@ -138,8 +153,8 @@ struct RequestRunner {
         }
         bar?.finish()
         if self.options.include {
-            StandardOutput.write(Self.render(head, http2: client.configuration.link.httpVersion == .http2))
-            if let trailers { StandardOutput.write(Self.render(trailers)) }
+            try output.write(Self.render(head, http2: client.configuration.link.httpVersion == .http2))
+            if let trailers { try output.write(Self.render(trailers)) }
         }
         return head.status
     }
@@ -168,3 +183,67 @@ struct RequestRunner {
 #if canImport(Glibc)
     import Glibc
 #endif
+
+extension Double {
+    /// `1` for 1.0, `0.5` for 0.5: a number of seconds as the user would have typed it.
+    var formatted: String {
+        self == self.rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self)
+    }
+}
+
+/// The run's `--timeout` as a point in time, for the writes to stdout the run makes itself.
+struct OutputDeadline: Sendable {
+    /// `--timeout` (or the settings file's `timeout`), for messages.
+    let seconds: Double?
+    /// When the run's time is up; `nil`: no limit.
+    let deadline: ContinuousClock.Instant?
+
+    init(seconds: Double?) {
+        self.seconds = seconds
+        self.deadline = seconds.map { ContinuousClock.now.advanced(by: .seconds($0)) }
+    }
+
+    /// Writes to stdout within the deadline.
+    func write(_ bytes: UnsafeRawBufferPointer) throws(CLIError) {
+        do {
+            try StandardOutput.write(bytes, deadline: self.deadline)
+        } catch {
+            throw Self.error(error, writing: .standardOutput, timeout: self.seconds)
+        }
+    }
+
+    func write(_ text: String) throws(CLIError) {
+        var text = text
+        // withUTF8 rethrows untyped errors: carry the typed one out in a Result.
+        try text.withUTF8 { bytes in
+            Result { () throws(CLIError) in try self.write(UnsafeRawBufferPointer(bytes)) }
+        }.get()
+    }
+
+    /// Where the run writes: stdout, or the `-o` destination (a FIFO or device written directly).
+    enum Target {
+        case standardOutput
+        case file(String)
+    }
+
+    /// The CLI's error for a write to `target` that stopped.
+    static func error(_ error: BoundedWriteError, writing target: Target, timeout: Double?) -> CLIError {
+        let (name, advice) =
+            switch target {
+            case .standardOutput: ("stdout", "read it faster, or write the body to a file with -o")
+            case .file(let path): (path, "its reader must read as fast as the body arrives")
+            }
+        switch error {
+        case .failed:
+            return CLIError(.file, "cannot write \(name): \(error.reason)")
+        case .deadlinePassed:
+            let limit = timeout.map { " (\($0.formatted) s)" } ?? ""
+            return CLIError(
+                .timeout,
+                "the exchange took longer than its timeout\(limit) while \(name) took no more output: nothing was reading it (\(advice))"
+            )
+        case .cancelled:
+            return CLIError(.failure, "cancelled while writing \(name)")
+        }
+    }
+}

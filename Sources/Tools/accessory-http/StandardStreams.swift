@@ -4,50 +4,40 @@
     import Musl
 #endif
 
-/// Writes to a file descriptor, retrying on EINTR and short writes.
-enum RawOutput {
-    @discardableResult
-    static func write(_ fd: CInt, _ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard var base = bytes.baseAddress else { return true }
-        var remaining = bytes.count
-        while remaining > 0 {
-            let written = Glibc.write(fd, base, remaining)
-            if written < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK {
-                    // A non-blocking descriptor (inherited: the flag belongs to the pipe, so a
-                    // parent that set it sets it for us) whose reader is behind: wait until it
-                    // takes more, rather than spin on a core until it does.
-                    var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                    _ = poll(&ready, 1, -1)
-                    continue
-                }
-                return false
-            }
-            remaining -= written
-            base += written
-        }
-        return true
-    }
-}
-
 enum StandardError {
+    /// Waits for a reader that is behind as long as it takes (stderr is seldom a pipe nobody
+    /// reads); a failure is ignored: there is nowhere left to report it.
     static func write(_ text: String) {
         var text = text
-        text.withUTF8 { _ = RawOutput.write(2, UnsafeRawBufferPointer($0)) }
+        text.withUTF8 { try? BoundedWriter(plain: 2).write(UnsafeRawBufferPointer($0)) }
     }
 
     static var isTerminal: Bool { isatty(2) == 1 }
 }
 
 enum StandardOutput {
-    /// Writes bytes to stdout; `false` if stdout is closed (e.g. a pipe whose reader left).
-    static func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        RawOutput.write(1, bytes)
+    /// Opened on first use (never by `serve --device stdio`, whose stdout is the link).
+    private static let writer = BoundedWriter.reopening(1)
+
+    /// Writes bytes to stdout, giving up once `deadline` passes or the task is cancelled while
+    /// stdout takes nothing (a pipe nobody reads); fails if stdout is closed (a pipe whose
+    /// reader left).
+    static func write(_ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) throws(BoundedWriteError) {
+        try self.writer.write(bytes, deadline: deadline)
     }
 
-    static func write(_ text: String) {
+    static func write(_ text: String, deadline: ContinuousClock.Instant?) throws(BoundedWriteError) {
         var text = text
-        text.withUTF8 { _ = RawOutput.write(1, UnsafeRawBufferPointer($0)) }
+        // withUTF8 rethrows untyped errors: carry the typed one out in a Result.
+        try text.withUTF8 { bytes in
+            Result { () throws(BoundedWriteError) in
+                try self.writer.write(UnsafeRawBufferPointer(bytes), deadline: deadline)
+            }
+        }.get()
+    }
+
+    /// Writes text to stdout with no deadline; a failure (the reader left) is ignored.
+    static func write(_ text: String) {
+        try? self.write(text, deadline: nil)
     }
 }

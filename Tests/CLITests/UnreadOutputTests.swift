@@ -1,0 +1,145 @@
+import AccessoryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// How a run ended whose stdout nobody read (Tests/Fixtures/unread-stdout.py).
+struct UnreadOutputRun: CustomStringConvertible {
+    /// The exit status, `-N` for signal N; `nil` if the run was still going 30 s on (or
+    /// wrote nothing for 30 s).
+    let status: Int32?
+    /// From the first byte written (the exchange under way, start-up not counted), or from
+    /// the SIGINT.
+    let seconds: Double
+    let stderr: String
+
+    var description: String { "status \(status.map(String.init) ?? "hung") after \(seconds) s: \(stderr)" }
+
+    static let harness = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/unread-stdout.py").path
+
+    /// Runs the CLI with `arguments`, stdout a pipe (or a `socket`) nobody reads; with
+    /// `interrupt`, sends SIGINT once the pipe is full and times the run from then.
+    static func measure(
+        _ arguments: [String],
+        interrupt: Bool = false,
+        socket: Bool = false,
+        scratch: Scratch
+    ) async throws -> Self {
+        // One of the few CLI runs at a time, as runCLI's: these runs are timed.
+        await Gate.cli.enter()
+        let result: RunResult
+        do {
+            result = try await run(
+                URL(fileURLWithPath: "/usr/bin/python3"),
+                [harness, (interrupt ? "interrupt" : "exit") + (socket ? "-socket" : ""), try CLIBinary.url().path]
+                    + arguments,
+                scratch: scratch,
+                // Beyond the harness's own worst case (30 s for the first byte, 30 s for the exit).
+                timeout: 75
+            )
+            await Gate.cli.leave()
+        } catch {
+            await Gate.cli.leave()
+            throw error
+        }
+        let lines = result.stdoutText.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        let fields = lines.first?.split(separator: " ") ?? []
+        guard fields.count == 2, let seconds = Double(fields[1]) else {
+            Issue.record("the harness printed: \(result)")
+            return Self(status: nil, seconds: .infinity, stderr: result.stderr)
+        }
+        return Self(
+            status: Int32(fields[0]),
+            seconds: seconds,
+            stderr: lines.count > 1 ? String(lines[1]) : ""
+        )
+    }
+}
+
+/// The CLI writes the body to stdout itself; a pipe nobody reads (`accessory-http get … | cmd`
+/// where cmd is stuck) must not hold it past `--timeout`, nor past SIGINT. Before 2026-12-07 the
+/// write blocked on the link's event loop: with the emulator the run never ended, with either.
+@Suite struct UnreadOutputTests {
+    let scratch: Scratch
+
+    init() throws {
+        self.scratch = try Scratch()
+    }
+
+    @Test(arguments: [false, true])
+    func anUnreadStdoutEndsTheRunAtItsTimeout(socket: Bool) async throws {
+        let run = try await UnreadOutputRun.measure(
+            ["--device", "emulator", "get", "--timeout", "1", "/bytes/100000000"],
+            socket: socket,
+            scratch: scratch
+        )
+        #expect(run.status == 75, "\(run)")
+        // Timed from the first byte: the 1 s began before it.
+        #expect(run.seconds < 1.5 * Double(TimeBounds.factor), "\(run)")
+        #expect(run.stderr.contains("stdout took no more output"), "\(run)")
+    }
+
+    @Test func anUnreadStdoutEndsTheRunAtSIGINT() async throws {
+        let run = try await UnreadOutputRun.measure(
+            ["--device", "emulator", "get", "/bytes/100000000"],
+            interrupt: true,
+            scratch: scratch
+        )
+        #expect(run.status == 130, "\(run)")
+        #expect(run.seconds < 1.0 * Double(TimeBounds.factor), "\(run)")
+    }
+
+    /// `-o FIFO`: a FIFO nobody opens (opening it blocking would wait for ever), one whose
+    /// reader reads nothing, and one whose reader reads everything.
+    @Test func aFIFODestinationIsBoundedByTheTimeout() async throws {
+        let fifo = scratch.file("out.fifo")
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let unopened = try await runCLI(
+            ["--device", "emulator", "get", "--timeout", "1", "/bytes/1000", "-o", fifo],
+            scratch: scratch,
+            timeout: 20
+        )
+        #expect(unopened.status == 75, "\(unopened)")
+        #expect(unopened.elapsed < TimeBounds.scaled(.milliseconds(2500)), "\(unopened)")
+        #expect(unopened.stderr.contains("nothing opened the FIFO"), "\(unopened)")
+
+        // A reader (this process) that holds the FIFO open and reads nothing.
+        let holder = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        try #require(holder >= 0)
+        let unread = try await runCLI(
+            ["--device", "emulator", "get", "--timeout", "1", "/bytes/100000000", "-o", fifo],
+            scratch: scratch,
+            timeout: 20
+        )
+        // Its ends closed, the FIFO drops what the unread run left in it.
+        close(holder)
+        #expect(unread.status == 75, "\(unread)")
+        #expect(unread.elapsed < TimeBounds.scaled(.milliseconds(2500)), "\(unread)")
+        #expect(unread.stderr.contains("\(fifo) took no more output"), "\(unread)")
+
+        // A reader that reads: every byte arrives through the non-blocking writes.
+        let reader = try Child(
+            executable: URL(fileURLWithPath: "/bin/sh"),
+            arguments: ["-c", "exec sha256sum < \(fifo)"],
+            environment: scratch.environment(),
+            stdin: nil
+        )
+        defer {
+            if reader.isRunning { reader.signal(SIGKILL) }
+            _ = reader.process.waitUntilExitOrKill()
+        }
+        let read = try await runCLI(
+            ["--device", "emulator", "get", "--timeout", "20", "/bytes/4194304", "-o", fifo],
+            scratch: scratch,
+            timeout: 30
+        )
+        #expect(read.status == 0, "\(read)")
+        let digest = await reader.finish(timeout: 10)
+        #expect(digest.stdoutText.hasPrefix(Pattern.sha256(count: 4_194_304)), "\(digest)")
+    }
+}
