@@ -43,7 +43,7 @@ final class OutputFile: Sendable {
             do {
                 try await Task.sleep(for: .milliseconds(20))
             } catch {
-                throw OutputDeadline.error(.cancelled, writing: .file(path), timeout: timeout)
+                throw RunDeadline.error(.cancelled, writing: .file(path), timeout: timeout)
             }
         }
     }
@@ -114,11 +114,11 @@ final class OutputFile: Sendable {
     func write(_ buffer: ByteBuffer, deadline: ContinuousClock.Instant? = nil, timeout: Double? = nil) throws(CLIError)
     {
         do {
-            try buffer.withUnsafeReadableBytes { (bytes) throws(BoundedWriteError) in
+            try buffer.withUnsafeReadableBytes { (bytes) throws(BoundedIOError) in
                 try self.writer.write(bytes, deadline: deadline)
             }
         } catch {
-            throw OutputDeadline.error(error, writing: .file(self.path), timeout: timeout)
+            throw RunDeadline.error(error, writing: .file(self.path), timeout: timeout)
         }
     }
 

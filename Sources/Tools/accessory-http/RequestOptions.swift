@@ -101,12 +101,12 @@ struct RequestOptions: ParsableArguments {
         return Credentials(userOption: user)
     }
 
-    /// The request body from `-d`.
-    func body() throws(CLIError) -> HTTPRequestBody {
+    /// The request body from `-d`; `-d @-` reads stdin to its end within `time`.
+    func body(within time: RunDeadline) throws(CLIError) -> HTTPRequestBody {
         guard let data = self.data else { return .none }
         guard data.hasPrefix("@") else { return .bytes(ByteBuffer(string: data)) }
         let path = String(data.dropFirst())
-        if path == "-" { return .bytes(try Self.readStandardInput()) }
+        if path == "-" { return .bytes(try Self.readStandardInput(within: time)) }
         do {
             return try AccessoryClient.fileBody(path: path)
         } catch {
@@ -114,18 +114,21 @@ struct RequestOptions: ParsableArguments {
         }
     }
 
-    private static func readStandardInput() throws(CLIError) -> ByteBuffer {
-        var buffer = ByteBuffer()
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = read(0, &chunk, chunk.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw CLIError(.file, "-d @-: cannot read stdin: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            buffer.writeBytes(chunk[0..<count])
+    /// Reads stdin whole (as curl does for `-d @-`), within the run's time: a stdin that never
+    /// ends must not hold the run past `--timeout`, nor past SIGINT.
+    private static func readStandardInput(within time: RunDeadline) throws(CLIError) -> ByteBuffer {
+        do {
+            return try BoundedReader.readAll(0, deadline: time.deadline)
+        } catch .deadlinePassed {
+            let limit = time.seconds.map { " (\($0.formatted) s)" } ?? ""
+            throw CLIError(
+                .timeout,
+                "the exchange took longer than its timeout\(limit) while -d @- read stdin, which did not end (close it, or name a file with -d @FILE: a FIFO or device there is streamed as it comes)"
+            )
+        } catch .cancelled {
+            throw CLIError(.failure, "cancelled while -d @- read stdin")
+        } catch {
+            throw CLIError(.file, "-d @-: cannot read stdin: \(error.reason)")
         }
-        return buffer
     }
 }

@@ -48,13 +48,16 @@ struct RequestRunner {
             throw CLIError(.usage, error.message)
         }
         request.headerFields = try self.options.headerFields()
-        request.body = try self.options.body()
+        // The client bounds the exchange; what this run reads and writes itself (stdin for
+        // -d @-, stdout, a -o FIFO) is bounded by the same clock: a pipe that never ends or that
+        // nobody reads must not hold the run past it.
+        let output = RunDeadline(seconds: self.options.timeout ?? config?.timeout)
+        request.body = try self.options.body(within: output)
         if let credentials = self.options.credentials() { request.credentials = credentials }
-        let seconds = self.options.timeout ?? config?.timeout
-        // The client bounds the exchange; the output, which this run writes itself, is bounded
-        // by the same clock (a pipe nobody reads must not hold the run past it).
-        let output = OutputDeadline(seconds: seconds)
-        if let seconds { request.timeout = .seconds(seconds) }
+        if let deadline = output.deadline {
+            // Reading stdin came out of the run's time: the exchange gets what is left.
+            request.timeout = max(.milliseconds(1), ContinuousClock.now.duration(to: deadline))
+        }
         do {
             return try await withTaskCancellationHandler {
                 // One link, one request, nothing else to serve: the whole exchange, writing the
@@ -92,7 +95,7 @@ struct RequestRunner {
         _ client: AccessoryClient,
         _ request: AccessoryRequest,
         method: HTTPRequest.Method,
-        _ output: OutputDeadline
+        _ output: RunDeadline
     ) async throws -> HTTPResponse.Status {
         let include = self.options.include || method == .head
         let fail = self.options.fail
@@ -114,7 +117,7 @@ struct RequestRunner {
         _ client: AccessoryClient,
         _ request: AccessoryRequest,
         to path: String,
-        _ output: OutputDeadline,
+        _ output: RunDeadline,
         progressBar: Bool
     ) async throws -> HTTPResponse.Status {
         let bar = progressBar && StandardError.isTerminal ? ProgressBar() : nil
@@ -191,8 +194,9 @@ extension Double {
     }
 }
 
-/// The run's `--timeout` as a point in time, for the writes to stdout the run makes itself.
-struct OutputDeadline: Sendable {
+/// The run's `--timeout` as a point in time, for what the run reads and writes itself (stdin
+/// for `-d @-`, stdout, a `-o` FIFO or device); the client bounds the exchange.
+struct RunDeadline: Sendable {
     /// `--timeout` (or the settings file's `timeout`), for messages.
     let seconds: Double?
     /// When the run's time is up; `nil`: no limit.
@@ -227,7 +231,7 @@ struct OutputDeadline: Sendable {
     }
 
     /// The CLI's error for a write to `target` that stopped.
-    static func error(_ error: BoundedWriteError, writing target: Target, timeout: Double?) -> CLIError {
+    static func error(_ error: BoundedIOError, writing target: Target, timeout: Double?) -> CLIError {
         let (name, advice) =
             switch target {
             case .standardOutput: ("stdout", "read it faster, or write the body to a file with -o")

@@ -22,15 +22,15 @@ enum StandardOutput {
     /// Writes bytes to stdout, giving up once `deadline` passes or the task is cancelled while
     /// stdout takes nothing (a pipe nobody reads); fails if stdout is closed (a pipe whose
     /// reader left).
-    static func write(_ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) throws(BoundedWriteError) {
+    static func write(_ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) throws(BoundedIOError) {
         try self.writer.write(bytes, deadline: deadline)
     }
 
-    static func write(_ text: String, deadline: ContinuousClock.Instant?) throws(BoundedWriteError) {
+    static func write(_ text: String, deadline: ContinuousClock.Instant?) throws(BoundedIOError) {
         var text = text
         // withUTF8 rethrows untyped errors: carry the typed one out in a Result.
         try text.withUTF8 { bytes in
-            Result { () throws(BoundedWriteError) in
+            Result { () throws(BoundedIOError) in
                 try self.writer.write(UnsafeRawBufferPointer(bytes), deadline: deadline)
             }
         }.get()

@@ -1,16 +1,18 @@
+import NIOCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
 #endif
 
-/// Why a ``BoundedWriter`` stopped before its last byte.
-enum BoundedWriteError: Error, Equatable {
-    /// The descriptor refused the bytes (`EPIPE`: its reader left; `ENOSPC`, `EIO`, …).
+/// Why a ``BoundedWriter`` or ``BoundedReader`` stopped before it was done.
+enum BoundedIOError: Error, Equatable {
+    /// The descriptor failed (`EPIPE`: a writer's reader left; `ENOSPC`, `EIO`, …).
     case failed(errno: CInt)
-    /// The caller's deadline passed while the descriptor took no more.
+    /// The caller's deadline passed while the descriptor was not ready.
     case deadlinePassed
-    /// The task was cancelled (SIGINT, SIGTERM) while the descriptor took no more.
+    /// The task was cancelled (SIGINT, SIGTERM) while the descriptor was not ready.
     case cancelled
 
     /// `strerror` of a failure; a plain phrase for the other two.
@@ -20,6 +22,30 @@ enum BoundedWriteError: Error, Equatable {
         case .deadlinePassed: "the deadline passed"
         case .cancelled: "cancelled"
         }
+    }
+}
+
+/// Waits in `poll` for `events` on `descriptor`, in slices of at most 100 ms, checking
+/// `deadline` and the current task's cancellation between them. Returns once `poll` reports
+/// anything (readiness, an error or a hang-up, which the next read or write reports).
+func waitForReadiness(_ descriptor: CInt, _ events: CInt, deadline: ContinuousClock.Instant?)
+    throws(BoundedIOError)
+{
+    while true {
+        if Task.isCancelled { throw .cancelled }
+        var slice = 100
+        if let deadline {
+            let left = ContinuousClock.now.duration(to: deadline)
+            if left <= .zero { throw .deadlinePassed }
+            let (seconds, attoseconds) = left.components
+            // Rounded up, so a wait never ends a little before the deadline and spins.
+            let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+            slice = Int(min(Int64(slice), max(1, milliseconds)))
+        }
+        var ready = pollfd(fd: descriptor, events: Int16(events), revents: 0)
+        let result = poll(&ready, 1, Int32(slice))
+        if result > 0 { return }
+        if result < 0 && errno != EINTR { throw .failed(errno: errno) }
     }
 }
 
@@ -79,7 +105,7 @@ struct BoundedWriter: Sendable {
     /// descriptor fails, `deadline` passes, or the current task is cancelled while the
     /// descriptor is full. Without a deadline and outside a task, waits for the reader as long
     /// as it takes.
-    func write(_ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant? = nil) throws(BoundedWriteError) {
+    func write(_ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant? = nil) throws(BoundedIOError) {
         guard var base = bytes.baseAddress else { return }
         var remaining = bytes.count
         while remaining > 0 {
@@ -91,32 +117,36 @@ struct BoundedWriter: Sendable {
                 let number = errno
                 if number == EINTR { continue }
                 guard number == EAGAIN || number == EWOULDBLOCK else { throw .failed(errno: number) }
-                try self.waitUntilWritable(deadline: deadline)
+                try waitForReadiness(self.descriptor, CInt(POLLOUT), deadline: deadline)
                 continue
             }
             remaining -= written
             base += written
         }
     }
+}
 
-    /// Waits for room in the descriptor, in slices of at most 100 ms.
-    private func waitUntilWritable(deadline: ContinuousClock.Instant?) throws(BoundedWriteError) {
+/// Reads a descriptor to its end without waiting past the caller's deadline or on after the
+/// caller's task was cancelled: before each read it waits in `poll` (``waitForReadiness(_:_:deadline:)``)
+/// until there is something to read, so the read itself never blocks for long (a pipe or
+/// terminal returns what it holds).
+enum BoundedReader {
+    /// Every byte up to end of file.
+    static func readAll(_ descriptor: CInt, deadline: ContinuousClock.Instant?) throws(BoundedIOError) -> ByteBuffer {
+        var buffer = ByteBuffer()
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            if Task.isCancelled { throw .cancelled }
-            var slice = 100
-            if let deadline {
-                let left = ContinuousClock.now.duration(to: deadline)
-                if left <= .zero { throw .deadlinePassed }
-                let (seconds, attoseconds) = left.components
-                // Rounded up, so a wait never ends a little before the deadline and spins.
-                let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
-                slice = Int(min(Int64(slice), max(1, milliseconds)))
+            try waitForReadiness(descriptor, CInt(POLLIN), deadline: deadline)
+            let count = read(descriptor, &chunk, chunk.count)
+            if count < 0 {
+                let number = errno
+                // EAGAIN: a non-blocking descriptor that poll woke for nothing (another reader
+                // took the bytes); wait again.
+                if number == EINTR || number == EAGAIN || number == EWOULDBLOCK { continue }
+                throw .failed(errno: number)
             }
-            var ready = pollfd(fd: self.descriptor, events: Int16(POLLOUT), revents: 0)
-            let result = poll(&ready, 1, Int32(slice))
-            // Ready, or an error or hang-up that the next write reports (EPIPE).
-            if result > 0 { return }
-            if result < 0 && errno != EINTR { throw .failed(errno: errno) }
+            if count == 0 { return buffer }
+            buffer.writeBytes(chunk[0..<count])
         }
     }
 }
