@@ -62,18 +62,18 @@ extension HTTPLink {
         }
         let isReopen = self.state.withLock { $0.opens > 0 }
         let mustSettle = isReopen && self.transport.reopenMayCarryStaleBytes
-        if self.transport.reopenWaitsForRelease {
-            // The stream closed before may still hold the device (a USB interface released by
-            // the bridge's thread after its last transfer is back): opened now, this process's
-            // own claim would make it look busy.
-            for stream in self.state.withLock({ Array($0.releasing.values) }) { await stream.waitUntilReleased() }
-        }
+        // The stream closed before may still hold the device (a USB interface released by the
+        // bridge's thread after its last transfer is back): opened now, this process's own
+        // claim would make it look busy. Waited for within the open timeout.
+        let releases = ReleaseWait(
+            self.transport.reopenWaitsForRelease ? self.state.withLock({ Array($0.releasing.values) }) : []
+        )
         let opened = try await LinkOpener(
             transport: self.transport,
             configuration: self.configuration,
             eventLoop: self.eventLoop,
             stragglers: self.stragglers
-        ).open(discardingInput: mustSettle)
+        ).open(discardingInput: mustSettle, after: releases)
         let connection = Connection(stream: opened.stream, pipeline: opened.pipeline)
         if mustSettle {
             let handler = connection.handler

@@ -15,7 +15,10 @@ struct LinkOpener: Sendable {
 
     /// - Parameter discardingInput: start the guard in discard mode, so that stale bytes that
     ///   arrive before ``HTTPLinkHandler/settle()`` takes over are dropped, not reported as stray.
-    func open(discardingInput: Bool) async throws -> (stream: OpenedByteStream, pipeline: LinkPipeline) {
+    ///   - releases: waited for first, within the open timeout (see ``ReleaseWait``).
+    func open(discardingInput: Bool, after releases: ReleaseWait = ReleaseWait([])) async throws -> (
+        stream: OpenedByteStream, pipeline: LinkPipeline
+    ) {
         let transport = self.transport
         let configure = self.configure(discardingInput: discardingInput)
         do {
@@ -24,11 +27,18 @@ struct LinkOpener: Sendable {
                 timeout: self.configuration.openTimeout,
                 stragglers: self.stragglers,
                 cancelled: "the request was cancelled while the link was opening",
+                timeoutNote: { releases.note },
                 discard: { opened in
                     opened.stream.channel.close(promise: nil)
                     await opened.stream.waitUntilReleased()
                 },
-                { try await transport.open(on: self.eventLoop, building: configure) }
+                { () async throws -> (stream: OpenedByteStream, output: LinkPipeline) in
+                    await releases.run()
+                    // A race given up meanwhile (the open timeout, a shutdown) would only close
+                    // what it opened: the device is not opened at all.
+                    try Task.checkCancellation()
+                    return try await transport.open(on: self.eventLoop, building: configure)
+                }
             )
             return (opened.stream, opened.output)
         } catch {

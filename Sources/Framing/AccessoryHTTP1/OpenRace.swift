@@ -2,7 +2,8 @@ import AccessoryTransport
 import NIOCore
 import Synchronization
 
-/// Runs `operation` (an open or a renewal), giving up after `timeout` or when the caller is
+/// Runs `operation` (an open or a renewal), giving up after `timeout` (the error's message
+/// ends with `timeoutNote()`, if any: what the operation was still waiting for) or when the caller is
 /// cancelled — even if the operation ignores cancellation (a blocking `open(2)` on a stuck
 /// tty, say): the race is unstructured, and a result that comes after the caller gave up is
 /// discarded.
@@ -19,6 +20,7 @@ package func raceOpen<Output: Sendable>(
     timeout: Duration,
     stragglers: OpenStragglers,
     cancelled: String,
+    timeoutNote: @escaping @Sendable () -> String? = { nil },
     discard: @escaping @Sendable (Output) async -> Void,
     _ operation: @escaping @Sendable () async throws -> Output
 ) async throws -> Output {
@@ -37,7 +39,8 @@ package func raceOpen<Output: Sendable>(
         try await Task.sleep(for: timeout)
         // Tracked before the caller hears of the timeout: a shutdown it makes right after must
         // find the open to wait for.
-        outcome.resume(with: .failure(HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)"))) {
+        let note = timeoutNote().map { ": \($0)" } ?? ""
+        outcome.resume(with: .failure(HTTPLinkError(.openTimeout, "\(what) took longer than \(timeout)\(note)"))) {
             opening.cancel()
             stragglers.track(opening)
         }
@@ -63,7 +66,7 @@ package func raceOpen<Output: Sendable>(
     }
 }
 
-/// How long a cancelled open is waited for (see ``raceOpen(_:timeout:stragglers:cancelled:discard:_:)``).
+/// How long a cancelled open is waited for (see ``raceOpen(_:timeout:stragglers:cancelled:timeoutNote:discard:_:)``).
 package let openCancelledGrace: Duration = .seconds(2)
 
 /// Waits for `opening` until `deadline` or the caller's cancellation, whichever comes first
@@ -139,5 +142,30 @@ final class OpenOutcome<Value: Sendable>: Sendable {
         continuation?.resume(with: result)
         finish?()
         return didWin
+    }
+}
+
+/// The wait, before an open, for the streams closed before to let go of the device
+/// (`ByteStreamTransport.reopenWaitsForRelease`: a USB interface is released by the bridge's
+/// thread after its last transfer is back). It runs inside the open's race, so the open timeout
+/// bounds it, and says so when that timeout ends it.
+package final class ReleaseWait: Sendable {
+    private let streams: [OpenedByteStream]
+    private let finished = Atomic<Bool>(false)
+
+    package init(_ streams: [OpenedByteStream]) {
+        self.streams = streams
+    }
+
+    /// Waits until every stream has been released.
+    package func run() async {
+        for stream in self.streams { await stream.waitUntilReleased() }
+        self.finished.store(true, ordering: .releasing)
+    }
+
+    /// For the open timeout's message: what the open was still waiting for, if this.
+    package var note: String? {
+        if self.streams.isEmpty || self.finished.load(ordering: .acquiring) { return nil }
+        return "the stream closed before had not yet let go of the device (a transfer it started never came back)"
     }
 }

@@ -251,15 +251,14 @@ extension HTTP2Link {
 
     /// The stream closed before may still hold the device (a USB interface released by the
     /// bridge's thread after its last transfer is back): opened now, this process's own claim
-    /// would make it look busy (`ByteStreamTransport.reopenWaitsForRelease`).
-    private func waitForReleasedDevice() async {
-        guard self.transport.reopenWaitsForRelease else { return }
+    /// would make it look busy (`ByteStreamTransport.reopenWaitsForRelease`). Waited for within
+    /// the open timeout.
+    private func releasedDevice() -> ReleaseWait {
+        guard self.transport.reopenWaitsForRelease else { return ReleaseWait([]) }
         // Only streams already closing: a connection that refused new streams but still carries
         // some (released with `close: false`) may hold a long download, and the new connection
         // may find another interface free meanwhile.
-        for stream in self.releasing.withLock({ Array($0.values) }) where !stream.channel.isActive {
-            await stream.waitUntilReleased()
-        }
+        return ReleaseWait(self.releasing.withLock({ Array($0.values) }).filter { !$0.channel.isActive })
     }
 
     func open() async throws -> Connection {
@@ -271,17 +270,24 @@ extension HTTP2Link {
             // Fails at the open timeout (or the shutdown's cancellation) even while the open
             // takes its time to end: it goes on closing what it made, and the link's shutdown
             // waits for it (`stragglers`).
-            await self.waitForReleasedDevice()
+            let releases = self.releasedDevice()
             let (stream, built) = try await raceOpen(
                 "opening \(transport)",
                 timeout: configuration.openTimeout,
                 stragglers: self.stragglers,
                 cancelled: "the request was cancelled while the link was opening",
+                timeoutNote: { releases.note },
                 discard: { opened in
                     self.release(opened.0)
                     await opened.0.waitUntilReleased()
                 },
-                { try await transport.open(on: eventLoop, building: build) }
+                { () async throws -> (stream: OpenedByteStream, output: (Streams, HTTP2StreamParking)) in
+                    await releases.run()
+                    // A race given up meanwhile (the open timeout, a shutdown) would only close
+                    // what it opened: the device is not opened at all.
+                    try Task.checkCancellation()
+                    return try await transport.open(on: eventLoop, building: build)
+                }
             )
             self.opens.withLock { $0 += 1 }
             configuration.tracer?.emit(.note("opened \(self.transport) (HTTP/2, prior knowledge)"))
