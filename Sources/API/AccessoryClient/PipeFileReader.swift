@@ -18,11 +18,16 @@ import Synchronization
 /// sends something, and nothing cancels it. That pool has one thread per core and carries every
 /// file transfer of the process, so two bodies from quiet pipes on a two-core machine stopped
 /// every other upload and download (until 2026-12-06 this reader waited on that pool, too).
-/// Each read now runs on a thread of its own, waiting in `poll(2)` 100 ms at a time and
-/// looking at the cancellation in between. Not NIO's event loop: its pipe channel takes a
+/// Each piece (up to 256 KiB: what the pipe holds once it is ready) is now read on a thread of
+/// its own, waiting in `poll(2)` 100 ms at a time and looking at the cancellation in between. Not NIO's event loop: its pipe channel takes a
 /// hang-up for a certain end of file and traps (`preconditionFailure` in `readEOF0`) when the
 /// read after it finds no data, which a FIFO whose next writer has just opened it gives.
 enum PipeFileReader {
+    /// The most one thread reads before it hands its bytes on.
+    static let pieceSize = 262_144
+    /// `F_SETPIPE_SZ` (linux/fcntl.h: F_LINUX_SPECIFIC_BASE + 7), which Glibc's module lacks.
+    private static let setPipeSize: CInt = 1031
+
     /// Calls `each` with every piece read from `handle` (never an empty one) until the end of
     /// the file. Throws `CancellationError` when the calling task is cancelled first, and the
     /// read's error when a read fails. `handle` stays open; the caller closes it.
@@ -30,8 +35,14 @@ enum PipeFileReader {
         // The descriptor outlives every read: the caller closes `handle` after this returns,
         // and this returns only once the reading thread has.
         let descriptor = try handle.withUnsafeFileDescriptor { $0 }
+        // A pipe holds 64 KiB by default, so a read takes at most that, and every read costs a
+        // thread: 16 384 of them per GiB. Grown to what an unprivileged process may ask for
+        // (1 MiB, /proc/sys/fs/pipe-max-size), it lets a fast writer get ahead and a read take a
+        // whole piece. Best effort: a character device or socket has no such size, and a
+        // shrink below what the pipe holds fails, both harmlessly.
+        _ = fcntl(descriptor, Self.setPipeSize, CInt(Self.pieceSize * 4))
         while true {
-            let piece = try await Self.read(descriptor, upTo: 262_144)
+            let piece = try await Self.read(descriptor, upTo: Self.pieceSize)
             if piece.readableBytes == 0 { return }
             try await each(piece)
         }
@@ -67,14 +78,29 @@ enum PipeFileReader {
             if polled < 0 && errno != EINTR { throw IOError(errnoCode: errno, reason: "poll") }
             guard polled > 0 else { continue }
             var buffer = ByteBufferAllocator().buffer(capacity: count)
-            var got = 0
-            buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { space in
-                got = Glibc.read(descriptor, space.baseAddress, count)
-                return max(0, got)
+            // Reads until the piece is full or the pipe is empty for now (polled again without
+            // waiting before each further read, so that a descriptor that blocks despite
+            // O_NONBLOCK cannot hold the thread): with a writer ahead, one thread carries a whole
+            // piece. An empty piece is the end of the file; bytes read before the end go first,
+            // and the next read finds the end again.
+            while buffer.readableBytes < count {
+                if buffer.readableBytes > 0 {
+                    var more = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                    if poll(&more, 1, 0) <= 0 { break }
+                }
+                let wanted = count - buffer.readableBytes
+                var got = 0
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: wanted) { space in
+                    got = Glibc.read(descriptor, space.baseAddress, wanted)
+                    return max(0, got)
+                }
+                if got > 0 { continue }
+                if got == 0 { return buffer }
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { break }
+                throw IOError(errnoCode: errno, reason: "read")
             }
-            if got >= 0 { return buffer }
-            if errno == EINTR || errno == EAGAIN { continue }
-            throw IOError(errnoCode: errno, reason: "read")
+            if buffer.readableBytes > 0 { return buffer }
         }
     }
 }

@@ -84,6 +84,7 @@ struct Run: AsyncParsableCommand {
         if groups.contains("cli") {
             log("socketpair: CLI")
             try bench.cliBulk(into: &table)
+            try bench.cliUpload(into: &table)
         }
         if groups.contains("peers") && !self.skipPeers {
             log("peers: curl and h2load against nginx")

@@ -64,6 +64,39 @@ extension Benchmarks {
         table.add(Names.cliBulk, "MiB/s", rates, note: "accessory-http get -o /dev/null, process start included")
     }
 
+    /// `post -d @FILE` from a regular file and from a FIFO that `cat` fills from the same file
+    /// (a process substitution's case): the FIFO is read by `PipeFileReader`, a thread per piece.
+    func cliUpload(into table: inout Table) throws {
+        let source = "\(self.workDir)/upload.bin"
+        let fifo = "\(self.workDir)/upload.fifo"
+        let file = try Sys.createFile(source)
+        let sized = ftruncate(file, off_t(self.bulkBytes)) == 0
+        close(file)
+        guard sized else { throw BenchError("cannot size \(source)") }
+        let null = try Sys.devNull()
+        defer { close(null) }
+        var fromFile: [Double] = []
+        var fromFIFO: [Double] = []
+        for _ in 0..<self.reps {
+            let run = try self.runCLI(["post", "-d", "@\(source)", "/upload?digest=none"])
+            fromFile.append(Self.mibPerSecond(self.bulkBytes, run.time))
+            unlink(fifo)
+            guard mkfifo(fifo, 0o600) == 0 else { throw BenchError("cannot make \(fifo)") }
+            let writer = try Sys.spawn(
+                ["/bin/sh", "-c", "exec cat \"$0\" > \"$1\"", source, fifo],
+                stdin: null,
+                stdout: null
+            )
+            let piped = try self.runCLI(["post", "-d", "@\(fifo)", "/upload?digest=none"])
+            _ = Sys.wait(writer)
+            fromFIFO.append(Self.mibPerSecond(self.bulkBytes, piped.time))
+        }
+        unlink(fifo)
+        unlink(source)
+        table.add(Names.cliUploadFile, "MiB/s", fromFile, note: "accessory-http post -d @FILE, process start included")
+        table.add(Names.cliUploadFIFO, "MiB/s", fromFIFO, note: "the same bytes through a FIFO that cat fills")
+    }
+
     // MARK: Memory
 
     func memory(into table: inout Table) throws {

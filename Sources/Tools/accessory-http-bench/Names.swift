@@ -4,6 +4,8 @@ enum Names {
     static let nativeBulk = "bulk GET: native API"
     static let urlSessionBulk = "bulk GET: URLSession + AccessoryURLProtocol"
     static let cliBulk = "bulk GET: CLI to /dev/null"
+    static let cliUploadFile = "upload: CLI from a file"
+    static let cliUploadFIFO = "upload: CLI from a FIFO"
     static let curlBulk = "bulk GET: curl + nginx (unix socket)"
     static let rawStatus = "ping-pong limit: raw bytes"
     static let rawStatusP50 = "ping-pong limit: p50"

@@ -39,6 +39,12 @@ enum Report {
             )
         }
         line("CLI bulk / raw socketpair", ratio(Names.cliBulk, Names.rawBulk), nil, { _ in true })
+        line(
+            "CLI upload from a FIFO / from a file",
+            ratio(Names.cliUploadFIFO, Names.cliUploadFile),
+            nil,
+            { _ in true }
+        )
         for (label, suffix) in callers {
             line(
                 "native /status req/s / h2load + nginx (\(label))",
