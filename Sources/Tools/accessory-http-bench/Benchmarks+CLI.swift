@@ -78,7 +78,7 @@ extension Benchmarks {
         var fromFile: [Double] = []
         var fromFIFO: [Double] = []
         for _ in 0..<self.reps {
-            let run = try self.runCLI(["post", "-d", "@\(source)", "/upload?digest=none"])
+            let run = try self.runCLI(["post", "-d", "@\(source)", "/upload?digest=none", "-o", "/dev/null"])
             fromFile.append(Self.mibPerSecond(self.bulkBytes, run.time))
             unlink(fifo)
             guard mkfifo(fifo, 0o600) == 0 else { throw BenchError("cannot make \(fifo)") }
@@ -87,7 +87,7 @@ extension Benchmarks {
                 stdin: null,
                 stdout: null
             )
-            let piped = try self.runCLI(["post", "-d", "@\(fifo)", "/upload?digest=none"])
+            let piped = try self.runCLI(["post", "-d", "@\(fifo)", "/upload?digest=none", "-o", "/dev/null"])
             _ = Sys.wait(writer)
             fromFIFO.append(Self.mibPerSecond(self.bulkBytes, piped.time))
         }

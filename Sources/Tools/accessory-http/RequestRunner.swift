@@ -84,11 +84,23 @@ struct RequestRunner {
     }
 
     private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
-        try self.globals.makeClient(
+        let (spec, config) = try self.globals.resolveDevice()
+        if spec.kind == .stdio && (self.options.output == nil || self.options.include) {
+            // The response printed to stdout would go down the link, into the device.
+            throw CLIError(
+                .usage,
+                "--device stdio carries the link on this process's stdin and stdout, so the response cannot be printed: write the body with -o FILE, and leave out -i"
+            )
+        }
+        let (client, renderer) = try self.globals.makeClient(
+            for: spec,
+            config: config,
+            host: self.globals.host ?? config?.host,
             redirects: RedirectPolicy(maxRedirects: self.options.maxRedirs),
             connectTimeout: self.options.connectTimeout,
             compressed: self.options.compressed
         )
+        return (client, config, renderer)
     }
 
     private func printResponse(
