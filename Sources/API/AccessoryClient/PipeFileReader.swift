@@ -25,8 +25,10 @@ import Synchronization
 enum PipeFileReader {
     /// The most one thread reads before it hands its bytes on.
     static let pieceSize = 262_144
-    /// `F_SETPIPE_SZ` (linux/fcntl.h: F_LINUX_SPECIFIC_BASE + 7), which Glibc's module lacks.
+    /// `F_SETPIPE_SZ` and `F_GETPIPE_SZ` (linux/fcntl.h: F_LINUX_SPECIFIC_BASE + 7 and + 8),
+    /// which Glibc's module lacks.
     private static let setPipeSize: CInt = 1031
+    private static let getPipeSize: CInt = 1032
 
     /// Calls `each` with every piece read from `handle` (never an empty one) until the end of
     /// the file. Throws `CancellationError` when the calling task is cancelled first, and the
@@ -40,16 +42,20 @@ enum PipeFileReader {
         // (1 MiB, /proc/sys/fs/pipe-max-size), it lets a fast writer get ahead and a read take a
         // whole piece. Best effort: a character device or socket has no such size, and a
         // shrink below what the pipe holds fails, both harmlessly.
-        _ = fcntl(descriptor, Self.setPipeSize, CInt(Self.pieceSize * 4))
+        // Only ever grown: a writer may have made it larger, and shrinking it is not ours to do.
+        let size = fcntl(descriptor, Self.getPipeSize)
+        if size >= 0 && size < Self.pieceSize * 4 {
+            _ = fcntl(descriptor, Self.setPipeSize, CInt(Self.pieceSize * 4))
+        }
         while true {
-            let piece = try await Self.read(descriptor, upTo: Self.pieceSize)
-            if piece.readableBytes == 0 { return }
-            try await each(piece)
+            let (piece, atEnd) = try await Self.read(descriptor, upTo: Self.pieceSize)
+            if piece.readableBytes > 0 { try await each(piece) }
+            if atEnd { return }
         }
     }
 
-    /// One read, on a new thread; an empty buffer at the end of the file.
-    private static func read(_ descriptor: CInt, upTo count: Int) async throws -> ByteBuffer {
+    /// One piece, read on a new thread, and whether the end of the file came after it.
+    private static func read(_ descriptor: CInt, upTo count: Int) async throws -> (ByteBuffer, atEnd: Bool) {
         let cancelled = CancelFlag()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
@@ -69,7 +75,7 @@ enum PipeFileReader {
     }
 
     private static func readWhenReady(_ descriptor: CInt, upTo count: Int, unless cancelled: CancelFlag) throws
-        -> ByteBuffer
+        -> (ByteBuffer, atEnd: Bool)
     {
         while true {
             if cancelled.isSet { throw CancellationError() }
@@ -81,8 +87,8 @@ enum PipeFileReader {
             // Reads until the piece is full or the pipe is empty for now (polled again without
             // waiting before each further read, so that a descriptor that blocks despite
             // O_NONBLOCK cannot hold the thread): with a writer ahead, one thread carries a whole
-            // piece. An empty piece is the end of the file; bytes read before the end go first,
-            // and the next read finds the end again.
+            // piece. The end of the file is reported with the bytes before it: read again, it
+            // might not come back (a terminal's ^D is used up; a FIFO's next writer may open).
             while buffer.readableBytes < count {
                 if buffer.readableBytes > 0 {
                     var more = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
@@ -95,12 +101,12 @@ enum PipeFileReader {
                     return max(0, got)
                 }
                 if got > 0 { continue }
-                if got == 0 { return buffer }
+                if got == 0 { return (buffer, atEnd: true) }
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { break }
                 throw IOError(errnoCode: errno, reason: "read")
             }
-            if buffer.readableBytes > 0 { return buffer }
+            if buffer.readableBytes > 0 { return (buffer, atEnd: false) }
         }
     }
 }

@@ -151,21 +151,66 @@ final class OpenOutcome<Value: Sendable>: Sendable {
 /// bounds it, and says so when that timeout ends it.
 package final class ReleaseWait: Sendable {
     private let streams: [OpenedByteStream]
-    private let finished = Atomic<Bool>(false)
+    private let finishedFlag = SharedFlag()
 
     package init(_ streams: [OpenedByteStream]) {
         self.streams = streams
     }
 
-    /// Waits until every stream has been released.
+    /// Waits until every stream has been released, or the calling task is cancelled (its race
+    /// was given up: the open timeout, a shutdown); the release itself is not the caller's to
+    /// stop, and goes on.
     package func run() async {
-        for stream in self.streams { await stream.waitUntilReleased() }
-        self.finished.store(true, ordering: .releasing)
+        if self.streams.isEmpty { return }
+        let done = ReleaseSignal()
+        let streams = self.streams
+        let finished = self.finishedFlag
+        Task {
+            for stream in streams { await stream.waitUntilReleased() }
+            finished.set()
+            done.fire()
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { done.install($0) }
+        } onCancel: {
+            done.fire()
+        }
     }
 
     /// For the open timeout's message: what the open was still waiting for, if this.
     package var note: String? {
-        if self.streams.isEmpty || self.finished.load(ordering: .acquiring) { return nil }
+        if self.streams.isEmpty || self.finishedFlag.isSet { return nil }
         return "the stream closed before had not yet let go of the device (a transfer it started never came back)"
+    }
+}
+
+/// A flag shared with the task that waits for the releases.
+private final class SharedFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    var isSet: Bool { self.value.load(ordering: .acquiring) }
+    func set() { self.value.store(true, ordering: .releasing) }
+}
+
+/// Resumes one waiter once, at whichever comes first: the releases or the cancellation.
+private final class ReleaseSignal: Sendable {
+    private let state = Mutex<(waiter: CheckedContinuation<Void, Never>?, fired: Bool)>((nil, false))
+
+    func install(_ waiter: CheckedContinuation<Void, Never>) {
+        let resumeNow = self.state.withLock { state -> Bool in
+            if state.fired { return true }
+            state.waiter = waiter
+            return false
+        }
+        if resumeNow { waiter.resume() }
+    }
+
+    func fire() {
+        let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.fired { return nil }
+            state.fired = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
     }
 }

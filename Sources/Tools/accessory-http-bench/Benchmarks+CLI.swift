@@ -87,7 +87,15 @@ extension Benchmarks {
                 stdin: null,
                 stdout: null
             )
-            let piped = try self.runCLI(["post", "-d", "@\(fifo)", "/upload?digest=none", "-o", "/dev/null"])
+            let piped: (cli: Sys.Exit, serve: Sys.Exit, time: Duration)
+            do {
+                piped = try self.runCLI(["post", "-d", "@\(fifo)", "/upload?digest=none", "-o", "/dev/null"])
+            } catch {
+                // cat may still wait for a reader to open the FIFO.
+                kill(writer, SIGKILL)
+                _ = Sys.wait(writer)
+                throw error
+            }
             _ = Sys.wait(writer)
             fromFIFO.append(Self.mibPerSecond(self.bulkBytes, piped.time))
         }

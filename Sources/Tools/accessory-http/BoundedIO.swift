@@ -131,8 +131,19 @@ struct BoundedWriter: Sendable {
 /// until there is something to read, so the read itself never blocks for long (a pipe or
 /// terminal returns what it holds).
 enum BoundedReader {
-    /// Every byte up to end of file.
-    static func readAll(_ descriptor: CInt, deadline: ContinuousClock.Instant?) throws(BoundedIOError) -> ByteBuffer {
+    /// Every byte up to end of file. A pipe, FIFO or terminal is read through a non-blocking
+    /// descriptor of its own (reopened through `/proc/self/fd/N`, as ``BoundedWriter`` does):
+    /// another reader of the same pipe that takes the bytes between `poll` and `read` cannot
+    /// leave the read blocked.
+    static func readAll(_ inherited: CInt, deadline: ContinuousClock.Instant?) throws(BoundedIOError) -> ByteBuffer {
+        var info = stat()
+        let kind = fstat(inherited, &info) == 0 ? info.st_mode & S_IFMT : 0
+        var descriptor = inherited
+        if kind == S_IFIFO || (kind == S_IFCHR && isatty(inherited) == 1) {
+            let reopened = open("/proc/self/fd/\(inherited)", O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+            if reopened >= 0 { descriptor = reopened }
+        }
+        defer { if descriptor != inherited { close(descriptor) } }
         var buffer = ByteBuffer()
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {

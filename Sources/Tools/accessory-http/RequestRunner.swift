@@ -92,6 +92,13 @@ struct RequestRunner {
                 "--device stdio carries the link on this process's stdin and stdout, so the response cannot be printed: write the body with -o FILE, and leave out -i"
             )
         }
+        if spec.kind == .stdio && self.options.data == "@-" {
+            // The body read from stdin would be the device's bytes.
+            throw CLIError(
+                .usage,
+                "--device stdio carries the link on this process's stdin, so -d @- cannot read a body from it: name a file with -d @FILE"
+            )
+        }
         let (client, renderer) = try self.globals.makeClient(
             for: spec,
             config: config,
