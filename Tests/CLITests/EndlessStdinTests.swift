@@ -52,14 +52,15 @@ import Testing
         let (result, took) = try await runOnEndlessStdin(["--timeout", "1"]) { _ in }
         #expect(result.status == 75, "\(result)")
         // Timed from the wait for stdin: the 1 s began before it.
-        #expect(took < TimeBounds.scaled(.seconds(2)), "the run ended \(took) into its wait: \(result)")
+        // Room for a loaded CI machine's shutdown and exit: the old code waited for stdin's end.
+        #expect(took < TimeBounds.scaled(.seconds(3)), "the run ended \(took) into its wait: \(result)")
         #expect(result.stderr.contains("-d @- read stdin, which did not end"), "\(result)")
     }
 
     @Test func anEndlessStdinEndsTheRunAtSIGINT() async throws {
         let (result, took) = try await runOnEndlessStdin([]) { $0.signal(SIGINT) }
         #expect(result.status == 130, "\(result)")
-        #expect(took < TimeBounds.scaled(.seconds(1)), "SIGINT took \(took) to end the run: \(result)")
+        #expect(took < TimeBounds.scaled(.milliseconds(2500)), "SIGINT took \(took) to end the run: \(result)")
     }
 
     /// Whether a thread of `pid` is in poll(2) or ppoll(2) (/proc/PID/task/*/syscall).

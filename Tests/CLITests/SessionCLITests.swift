@@ -117,7 +117,7 @@ struct SessionCLITests {
                 )
                 #expect(first.status == 75, "attempt \(attempt): \(first)")
                 // Timed from the first byte: the 1 s began before it.
-                #expect(first.seconds < 1.5 * Double(TimeBounds.factor), "attempt \(attempt): \(first)")
+                #expect(first.seconds < 3.0 * Double(TimeBounds.factor), "attempt \(attempt): \(first)")
                 try await expectPromptStatus(device, after: "a run whose stdout nobody read (attempt \(attempt))")
             }
         }
