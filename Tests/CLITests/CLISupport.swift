@@ -361,6 +361,21 @@ actor Gate {
     }
 }
 
+extension Gate {
+    /// Runs `body` as one of the `width` runs at a time, leaving the gate however it ends.
+    nonisolated func admitting<T>(_ body: () async throws -> T) async rethrows -> T {
+        await self.enter()
+        do {
+            let value = try await body()
+            await self.leave()
+            return value
+        } catch {
+            await self.leave()
+            throw error
+        }
+    }
+}
+
 /// Runs `accessory-http ARGS` to completion.
 func runCLI(
     _ arguments: [String],
@@ -371,9 +386,8 @@ func runCLI(
     sourceLocation: SourceLocation = #_sourceLocation
 ) async throws -> RunResult {
     let binary = try CLIBinary.url()
-    await Gate.cli.enter()
-    do {
-        let result = try await run(
+    return try await Gate.cli.admitting {
+        try await run(
             binary,
             arguments,
             scratch: scratch,
@@ -382,11 +396,6 @@ func runCLI(
             timeout: timeout,
             sourceLocation: sourceLocation
         )
-        await Gate.cli.leave()
-        return result
-    } catch {
-        await Gate.cli.leave()
-        throw error
     }
 }
 

@@ -32,10 +32,8 @@ import Testing
         let binary = try CLIBinary.url().path
         let output = scratch.file("status.json")
         // Two CLI processes: one of the few timed runs at a time, as runCLI's.
-        await Gate.cli.enter()
-        let result: RunResult
-        do {
-            result = try await run(
+        let result = try await Gate.cli.admitting {
+            try await run(
                 socat,
                 [
                     "EXEC:\(binary) --device stdio get /status -o \(output)",
@@ -44,10 +42,6 @@ import Testing
                 scratch: scratch,
                 timeout: 20
             )
-            await Gate.cli.leave()
-        } catch {
-            await Gate.cli.leave()
-            throw error
         }
         #expect(result.status == 0, "\(result)")
         let body = try #require(readFile(output), "no \(output): \(result)")

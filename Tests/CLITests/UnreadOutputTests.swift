@@ -31,10 +31,8 @@ struct UnreadOutputRun: CustomStringConvertible {
         scratch: Scratch
     ) async throws -> Self {
         // One of the few CLI runs at a time, as runCLI's: these runs are timed.
-        await Gate.cli.enter()
-        let result: RunResult
-        do {
-            result = try await run(
+        let result = try await Gate.cli.admitting {
+            try await run(
                 URL(fileURLWithPath: "/usr/bin/python3"),
                 [harness, (interrupt ? "interrupt" : "exit") + (socket ? "-socket" : ""), try CLIBinary.url().path]
                     + arguments,
@@ -42,10 +40,6 @@ struct UnreadOutputRun: CustomStringConvertible {
                 // Beyond the harness's own worst case (30 s for the first byte, 30 s for the exit).
                 timeout: 75
             )
-            await Gate.cli.leave()
-        } catch {
-            await Gate.cli.leave()
-            throw error
         }
         let lines = result.stdoutText.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
         let fields = lines.first?.split(separator: " ") ?? []
