@@ -156,8 +156,10 @@ struct WireBehaviourTests {
     /// the body), the final one says `Connection: close`, and the link then ends. (Until
     /// 2026-12-05 the interim answer said `Connection: close` too.)
     @Test func aShutdownDuringA100ContinueUploadClosesAfterTheFinalAnswer() async throws {
+        let handlerStarted = AsyncStream<Void>.makeStream()
         let shutdownBegun = AsyncStream<Void>.makeStream()
         let responder = HTTPResponder { request in
+            handlerStarted.continuation.yield()
             // The body is asked for (and 100 Continue written) only once the shutdown began.
             for await _ in shutdownBegun.stream { break }
             let body = try await request.body.collect(upTo: 1024)
@@ -167,9 +169,12 @@ struct WireBehaviourTests {
             try await link.send(
                 "POST /echo HTTP/1.1\r\nHost: accessory\r\nContent-Length: 11\r\nExpect: 100-continue\r\n\r\n"
             )
-            try await Task.sleep(for: .milliseconds(50))  // the head is read, the handler waits
+            // The head must be read before the shutdown begins: a link that has read nothing yet
+            // just closes. (A fixed 50 ms wait here lost that race under AddressSanitizer in CI.)
+            for await _ in handlerStarted.stream { break }
             responder.shutdown.begin()
-            try await Task.sleep(for: .milliseconds(50))
+            // The quiesce event was queued on the link's event loop inside `begin()`, ahead of
+            // anything the handler asks of the link from now on.
             shutdownBegun.continuation.yield()
             let interim = try await link.readResponse()
             #expect(interim.status == 100)
