@@ -2,10 +2,11 @@ import Testing
 
 @testable import AccessorySession
 
-/// `CRC32C.checksum` and `update` (the CPU's instructions: on x86-64 with AVX-512 and VPCLMULQDQ,
-/// the carry-less-multiply folding path from 128 bytes on) against the tables and the bitwise
-/// definition, over every length either side of the folding path's threshold and its 64- and
-/// 256-byte steps, misaligned, long, and in pieces.
+/// `CRC32C.checksum` and `update` (the CPU's instructions: on x86-64 with VPCLMULQDQ, a
+/// carry-less-multiply folding kernel from 128 bytes on) against the tables and the bitwise
+/// definition, over every length either side of the folding kernels' threshold and their 32-,
+/// 64- and 256-byte steps, misaligned, long, and in pieces; and every kernel this CPU runs
+/// against the CRC instruction alone, across the 256-bit kernel's 7 KiB hybrid blocks.
 @Suite("CRC-32C paths")
 struct CRC32CTests {
     @Test("every length 0...4200 at offsets 0...7 against the tables; up to 320 also bitwise")
@@ -29,7 +30,7 @@ struct CRC32CTests {
         #expect(mismatches.isEmpty, "\(mismatches.prefix(10)) (\(mismatches.count) in all), seed \(generator.seed)")
     }
 
-    @Test("random lengths up to 200 000 at random offsets, from random CRCs")
+    @Test("random lengths up to 200 000 at random offsets, from random CRCs, with every kernel")
     func longBuffers() {
         var generator = SeededGenerator()
         let bytes = generator.bytes(200_000 + 64)
@@ -39,12 +40,48 @@ struct CRC32CTests {
                 let offset = Int.random(in: 0..<64, using: &generator)
                 let start = UInt32.random(in: .min ... .max, using: &generator)
                 let slice = UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])
+                let expected = CRC32C.updateWithTables(start, slice)
                 #expect(
-                    CRC32C.update(start, slice) == CRC32C.updateWithTables(start, slice),
+                    CRC32C.update(start, slice) == expected,
                     "offset \(offset), length \(length), from \(start), seed \(generator.seed)"
                 )
+                for kernel in CRC32C.hardwareKernels {
+                    #expect(
+                        CRC32C.update(kernel: kernel, start, slice) == expected,
+                        "kernel \(kernel), offset \(offset), length \(length), from \(start), seed \(generator.seed)"
+                    )
+                }
             }
         }
+    }
+
+    /// The instruction alone is checked against the tables above; each folding kernel is checked
+    /// against it here, at every length around the steps where its paths change: the folding
+    /// threshold (128), the 256-byte steps, one, two and three hybrid blocks (7 KiB each) and a
+    /// 16 KiB frame's payload with its header.
+    @Test("every kernel this CPU runs equals the CRC instruction alone, across its blocks")
+    func everyKernel() {
+        var generator = SeededGenerator()
+        let bytes = generator.bytes(3 * 7168 + 600)
+        let lengths =
+            Array(0...1100) + Array(7000...7400) + Array(14200...14500) + Array(16300...16500)
+            + Array(21300...21600)
+        var mismatches: [String] = []
+        bytes.withUnsafeBytes { raw in
+            for kernel in CRC32C.hardwareKernels.dropFirst() {
+                for offset in 0..<8 {
+                    let start = UInt32.random(in: .min ... .max, using: &generator)
+                    for length in lengths {
+                        let slice = UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)])
+                        let alone = CRC32C.update(kernel: CRC32C.hardwareKernels[0], start, slice)
+                        if CRC32C.update(kernel: kernel, start, slice) != alone {
+                            mismatches.append("kernel \(kernel), offset \(offset), length \(length)")
+                        }
+                    }
+                }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(10)) (\(mismatches.count) in all), seed \(generator.seed)")
     }
 
     @Test("update over pieces split at random points equals the checksum of the whole")
