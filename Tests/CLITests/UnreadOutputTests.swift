@@ -22,19 +22,25 @@ struct UnreadOutputRun: CustomStringConvertible {
         .deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures/unread-stdout.py").path
 
-    /// Runs the CLI with `arguments`, stdout a pipe (or a `socket`) nobody reads; with
-    /// `interrupt`, sends SIGINT once the pipe is full and times the run from then.
+    /// Runs the CLI with `arguments`, stdout a pipe (or a `socket`) nobody reads, or with
+    /// `unreadStderr` stderr such a pipe (and stdout /dev/null); with `interrupt`, sends SIGINT
+    /// once the pipe is full and times the run from then.
     static func measure(
         _ arguments: [String],
         interrupt: Bool = false,
         socket: Bool = false,
+        unreadStderr: Bool = false,
         scratch: Scratch
     ) async throws -> Self {
         // One of the few CLI runs at a time, as runCLI's: these runs are timed.
         let result = try await Gate.cli.admitting {
             try await run(
                 URL(fileURLWithPath: "/usr/bin/python3"),
-                [harness, (interrupt ? "interrupt" : "exit") + (socket ? "-socket" : ""), try CLIBinary.url().path]
+                [
+                    harness,
+                    (interrupt ? "interrupt" : "exit") + (socket ? "-socket" : unreadStderr ? "-stderr" : ""),
+                    try CLIBinary.url().path,
+                ]
                     + arguments,
                 scratch: scratch,
                 // Beyond the harness's own worst case (30 s for the first byte, 30 s for the exit).
@@ -84,6 +90,34 @@ struct UnreadOutputRun: CustomStringConvertible {
         let run = try await UnreadOutputRun.measure(
             ["--device", "emulator", "get", "/bytes/100000000"],
             interrupt: true,
+            scratch: scratch
+        )
+        #expect(run.status == 130, "\(run)")
+        #expect(run.seconds < 2.5 * Double(TimeBounds.factor), "\(run)")
+    }
+
+    /// `-v` traces every session frame on stderr; a stderr nobody reads filled up and blocked
+    /// the link's event loop in the trace's write: until 2026-12-07 the run never ended, past
+    /// `--timeout` and past SIGINT or SIGTERM (one SIGTERM from `timeout 20` left it running ten
+    /// minutes on). Now the wait for stderr ends with the run's time.
+    @Test func anUnreadStderrEndsTheRunAtItsTimeout() async throws {
+        let run = try await UnreadOutputRun.measure(
+            [
+                "--device", "emulator?session=on", "-v", "get", "--timeout", "1", "/bytes/1000000000", "-o",
+                "/dev/null",
+            ],
+            unreadStderr: true,
+            scratch: scratch
+        )
+        #expect(run.status == 75, "\(run)")
+        #expect(run.seconds < 3.0 * Double(TimeBounds.factor), "\(run)")
+    }
+
+    @Test func anUnreadStderrEndsTheRunAtSIGINT() async throws {
+        let run = try await UnreadOutputRun.measure(
+            ["--device", "emulator?session=on", "-v", "get", "/bytes/1000000000", "-o", "/dev/null"],
+            interrupt: true,
+            unreadStderr: true,
             scratch: scratch
         )
         #expect(run.status == 130, "\(run)")

@@ -3,7 +3,9 @@
 
 usage: unread-stdout.py MODE COMMAND...
 
-stdout is a pipe, or with "-socket" appended to MODE a stream socket (socketpair). MODE
+stdout is a pipe, or with "-socket" appended to MODE a stream socket (socketpair). With
+"-stderr" appended, the pipe nobody reads is stderr instead, stdout goes to /dev/null, and
+the stderr line printed at the end is empty. MODE
 "exit": time the command from the first byte it writes (its exchange is under way by
 then, so start-up is not counted) to its exit. MODE "interrupt": wait until the pipe is full
 (the command is blocked writing), send SIGINT, and time from the signal to the exit. Prints
@@ -29,7 +31,10 @@ if kind == "socket":
 else:
     read_end, write_end = os.pipe()
     full = fcntl.fcntl(read_end, 1032)  # F_GETPIPE_SZ: 64 KiB by default, more with big pages
-child = subprocess.Popen(sys.argv[2:], stdout=write_end, stderr=subprocess.PIPE)
+if kind == "stderr":
+    child = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=write_end)
+else:
+    child = subprocess.Popen(sys.argv[2:], stdout=write_end, stderr=subprocess.PIPE)
 os.close(write_end)
 
 
@@ -58,5 +63,5 @@ except subprocess.TimeoutExpired:
     status = status or "hung"
 elapsed = time.monotonic() - start
 print(status or child.returncode, "%.3f" % elapsed)
-print(child.stderr.read().decode(errors="replace"))
+print(child.stderr.read().decode(errors="replace") if child.stderr else "")
 os.close(read_end)

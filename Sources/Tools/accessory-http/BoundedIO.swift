@@ -26,13 +26,17 @@ enum BoundedIOError: Error, Equatable {
 }
 
 /// Waits in `poll` for `events` on `descriptor`, in slices of at most 100 ms, checking
-/// `deadline` and the current task's cancellation between them. Returns once `poll` reports
-/// anything (readiness, an error or a hang-up, which the next read or write reports).
-func waitForReadiness(_ descriptor: CInt, _ events: CInt, deadline: ContinuousClock.Instant?)
-    throws(BoundedIOError)
-{
+/// `deadline`, the current task's cancellation and `stopWaiting` between them. Returns once
+/// `poll` reports anything (readiness, an error or a hang-up, which the next read or write
+/// reports).
+func waitForReadiness(
+    _ descriptor: CInt,
+    _ events: CInt,
+    deadline: ContinuousClock.Instant?,
+    stopWaiting: (() -> Bool)? = nil
+) throws(BoundedIOError) {
     while true {
-        if Task.isCancelled { throw .cancelled }
+        if Task.isCancelled || stopWaiting?() == true { throw .cancelled }
         var slice = 100
         if let deadline {
             let left = ContinuousClock.now.duration(to: deadline)
@@ -102,10 +106,15 @@ struct BoundedWriter: Sendable {
     }
 
     /// Writes every byte of `bytes`, retrying after `EINTR` and short writes; throws when the
-    /// descriptor fails, `deadline` passes, or the current task is cancelled while the
-    /// descriptor is full. Without a deadline and outside a task, waits for the reader as long
-    /// as it takes.
-    func write(_ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant? = nil) throws(BoundedIOError) {
+    /// descriptor fails, `deadline` passes, or the current task is cancelled or `stopWaiting`
+    /// says so while the descriptor is full (code outside a task, such as a link's event loop,
+    /// has no cancellation of its own). Without any of these, waits for the reader as long as it
+    /// takes.
+    func write(
+        _ bytes: UnsafeRawBufferPointer,
+        deadline: ContinuousClock.Instant? = nil,
+        stopWaiting: (() -> Bool)? = nil
+    ) throws(BoundedIOError) {
         guard var base = bytes.baseAddress else { return }
         var remaining = bytes.count
         while remaining > 0 {
@@ -117,7 +126,7 @@ struct BoundedWriter: Sendable {
                 let number = errno
                 if number == EINTR { continue }
                 guard number == EAGAIN || number == EWOULDBLOCK else { throw .failed(errno: number) }
-                try waitForReadiness(self.descriptor, CInt(POLLOUT), deadline: deadline)
+                try waitForReadiness(self.descriptor, CInt(POLLOUT), deadline: deadline, stopWaiting: stopWaiting)
                 continue
             }
             remaining -= written

@@ -53,6 +53,8 @@ func runReportingErrors(
     // settings changed and a temporary download file behind.
     let work = CancellableWork()
     let signals = SignalWatcher {
+        // A stderr nobody reads must not hold up the stop (nor the graceful end of a responder).
+        StandardError.stopWaiting()
         // Without a responder, or at the second signal (SIGINT after SIGTERM): stop now.
         guard let shutdown, !shutdown.hasBegun else {
             work.cancel()

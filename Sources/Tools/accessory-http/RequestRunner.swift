@@ -52,6 +52,8 @@ struct RequestRunner {
         // -d @-, stdout, a -o FIFO) is bounded by the same clock: a pipe that never ends or that
         // nobody reads must not hold the run past it.
         let output = RunDeadline(seconds: self.options.timeout ?? config?.timeout)
+        // stderr too (the -v trace, the progress bar): waited for until then, not after.
+        if let deadline = output.deadline { StandardError.waitNoLongerThan(deadline) }
         request.body = try self.options.body(within: output)
         if let credentials = self.options.credentials() { request.credentials = credentials }
         if let deadline = output.deadline {
