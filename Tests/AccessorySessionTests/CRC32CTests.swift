@@ -59,7 +59,10 @@ struct CRC32CTests {
     /// against it here, at every length around the steps where its paths change: the folding
     /// threshold (128), the 256-byte steps, one, two and three hybrid blocks (7 KiB each) and a
     /// 16 KiB frame's payload with its header.
-    @Test("every kernel this CPU runs equals the CRC instruction alone, across its blocks")
+    @Test(
+        "every kernel this CPU runs equals the CRC instruction alone, across its blocks",
+        .enabled(if: CRC32C.hardwareKernels.count > 1, "this CPU runs no folding kernel")
+    )
     func everyKernel() {
         var generator = SeededGenerator()
         let bytes = generator.bytes(3 * 7168 + 600)

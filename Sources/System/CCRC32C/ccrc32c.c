@@ -171,6 +171,10 @@ static uint32_t crc32c_3way(uint32_t crc, const unsigned char *next, size_t coun
 }
 
 uint32_t ccrc32c_kernel_update(int kernel, uint32_t crc, const void *bytes, size_t count) {
+    // A kernel this CPU cannot run would fault (SIGILL): the instruction alone instead.
+    if (kernel < 0 || kernel > CCRC32C_KERNEL_FOLD512 || ((usable_kernels >> kernel) & 1) == 0) {
+        kernel = CCRC32C_KERNEL_CRC32;
+    }
     const unsigned char *next = bytes;
     if (count >= FOLD_MIN && kernel == CCRC32C_KERNEL_FOLD512) {
         size_t head = count & ~(size_t)63;

@@ -26,9 +26,9 @@ enum BoundedIOError: Error, Equatable {
 }
 
 /// Waits in `poll` for `events` on `descriptor`, in slices of at most 100 ms, checking
-/// `deadline`, the current task's cancellation and `stopWaiting` between them. Returns once
-/// `poll` reports anything (readiness, an error or a hang-up, which the next read or write
-/// reports).
+/// `deadline` and the current task's cancellation between them; `stopWaiting`, when given,
+/// is asked instead of the task's cancellation. Returns once `poll` reports anything
+/// (readiness, an error or a hang-up, which the next read or write reports).
 func waitForReadiness(
     _ descriptor: CInt,
     _ events: CInt,
@@ -36,7 +36,7 @@ func waitForReadiness(
     stopWaiting: (() -> Bool)? = nil
 ) throws(BoundedIOError) {
     while true {
-        if Task.isCancelled || stopWaiting?() == true { throw .cancelled }
+        if stopWaiting?() ?? Task.isCancelled { throw .cancelled }
         var slice = 100
         if let deadline {
             let left = ContinuousClock.now.duration(to: deadline)
@@ -106,10 +106,10 @@ struct BoundedWriter: Sendable {
     }
 
     /// Writes every byte of `bytes`, retrying after `EINTR` and short writes; throws when the
-    /// descriptor fails, `deadline` passes, or the current task is cancelled or `stopWaiting`
-    /// says so while the descriptor is full (code outside a task, such as a link's event loop,
-    /// has no cancellation of its own). Without any of these, waits for the reader as long as it
-    /// takes.
+    /// descriptor fails, `deadline` passes, or the current task is cancelled while the
+    /// descriptor is full. `stopWaiting`, when given, decides instead of the task's cancellation
+    /// (for code outside a task, such as a link's event loop, or a writer whose wait only a
+    /// limit of its own ends). Without any of these, waits for the reader as long as it takes.
     func write(
         _ bytes: UnsafeRawBufferPointer,
         deadline: ContinuousClock.Instant? = nil,

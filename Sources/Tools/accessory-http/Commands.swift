@@ -76,29 +76,29 @@ func runReportingErrors(
         // RequestRunner turns a cancelled exchange into a CLIError too; after SIGINT/SIGTERM
         // that is an interruption, not a failure.
         if task.isCancelled {
-            StandardError.write("accessory-http: interrupted\n")
+            StandardError.write("accessory-http: interrupted\n", grace: StandardError.lastMessageGrace)
             throw ExitCode(130)
         }
-        StandardError.write("accessory-http: \(error.message)\n")
+        StandardError.write("accessory-http: \(error.message)\n", grace: StandardError.lastMessageGrace)
         throw error.status.exitCode
     } catch is CancellationError {
-        StandardError.write("accessory-http: interrupted\n")
+        StandardError.write("accessory-http: interrupted\n", grace: StandardError.lastMessageGrace)
         throw ExitCode(130)
     } catch let error as AccessoryClientError {
         if error.code == .cancelled && task.isCancelled {
-            StandardError.write("accessory-http: interrupted\n")
+            StandardError.write("accessory-http: interrupted\n", grace: StandardError.lastMessageGrace)
             throw ExitCode(130)
         }
-        StandardError.write("accessory-http: \(error.message)\n")
+        StandardError.write("accessory-http: \(error.message)\n", grace: StandardError.lastMessageGrace)
         throw ExitStatus(for: error).exitCode
     } catch let error as TransportError {
-        StandardError.write("accessory-http: \(error.message)\n")
+        StandardError.write("accessory-http: \(error.message)\n", grace: StandardError.lastMessageGrace)
         throw (error.code == .invalidDeviceSpec ? ExitStatus.usage : ExitStatus.transport).exitCode
     } catch let error as ResponderError {
-        StandardError.write("accessory-http: \(error.message)\n")
+        StandardError.write("accessory-http: \(error.message)\n", grace: StandardError.lastMessageGrace)
         throw (error.code == .setupFailed ? ExitStatus.transport : ExitStatus.failure).exitCode
     } catch {
-        StandardError.write("accessory-http: \(error)\n")
+        StandardError.write("accessory-http: \(error)\n", grace: StandardError.lastMessageGrace)
         throw ExitStatus.failure.exitCode
     }
 }

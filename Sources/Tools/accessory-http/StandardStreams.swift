@@ -11,31 +11,62 @@ import Synchronization
 /// Written through a non-blocking descriptor of its own (``BoundedWriter/reopening(_:)``), so a
 /// reader that is behind (a pipe nobody reads, a terminal stopped with Ctrl-S) is waited for
 /// only until the run must end: the run's `--timeout` (``waitNoLongerThan(_:)``) or a SIGINT or
-/// SIGTERM (``stopWaiting()``). After that, what stderr does not take at once is dropped: nobody
-/// is reading it, and the exit status still says how the run ended. Until then it waits as long
-/// as it takes. Before 2026-12-07 a `-v` trace into a pipe nobody read blocked the link's event
-/// loop for ever: past `--timeout`, and past SIGTERM.
+/// SIGTERM (``stopWaiting()``); the run's last message gets a short grace beyond that. After
+/// that, what stderr does not take at once is dropped: nobody is reading it, and the exit status
+/// still says how the run ended. Until then it waits as long as it takes (a cancelled task's
+/// line too: only the limit ends the wait). Before 2026-12-07 a `-v` trace into a pipe nobody
+/// read blocked the link's event loop for ever: past `--timeout`, and past SIGTERM.
 enum StandardError {
+    private struct State {
+        /// When writes stop waiting for room; `nil`: never.
+        var limit: ContinuousClock.Instant?
+        /// The last write stopped before its end: the next one starts on a line of its own.
+        var cutShort = false
+    }
+
     /// Opened on first use.
     private static let writer = BoundedWriter.reopening(2)
-    /// When writes stop waiting for room; `nil`: never.
-    private static let limit = Mutex<ContinuousClock.Instant?>(nil)
+    private static let state = Mutex(State())
+    /// One write at a time: a non-blocking descriptor takes part of a line when it is nearly
+    /// full, and another thread's line must not land in the middle of it.
+    private static let writing = Mutex(())
 
     /// Writes `text`; a failure is ignored: there is nowhere left to report it.
-    static func write(_ text: String) {
-        var text = text
-        let deadline = Self.limit.withLock { $0 }
-        text.withUTF8 { bytes in
-            // The limit is read again while waiting: a signal may come in the middle of a write.
-            try? Self.writer.write(UnsafeRawBufferPointer(bytes), deadline: deadline) {
-                Self.limit.withLock { $0 }.map { ContinuousClock.now >= $0 } ?? false
+    ///
+    /// - Parameter grace: for the run's last message, how long past the limit it may still wait
+    ///   (a reader that is slow but there, such as `less`, still gets it).
+    static func write(_ text: String, grace: Duration = .zero) {
+        Self.writing.withLock { _ in
+            var text = text
+            let cutShort = Self.state.withLock { $0.cutShort }
+            if cutShort && !text.hasPrefix("\n") { text = "\n" + text }
+            let started = ContinuousClock.now
+            let limit = { () -> ContinuousClock.Instant? in
+                Self.state.withLock { $0.limit }.map { max($0, started + grace) }
             }
+            let deadline = limit()
+            let written: Bool = text.withUTF8 { bytes in
+                do {
+                    // The limit is read again while waiting: a signal may come in the middle.
+                    try Self.writer.write(UnsafeRawBufferPointer(bytes), deadline: deadline) {
+                        limit().map { ContinuousClock.now >= $0 } ?? false
+                    }
+                    return true
+                } catch {
+                    return false
+                }
+            }
+            Self.state.withLock { $0.cutShort = !written }
         }
     }
 
+    /// How long past the limit the run's last message (the error, "interrupted") may still wait
+    /// for a stderr that is behind.
+    static let lastMessageGrace = Duration.milliseconds(250)
+
     /// Waits for stderr's reader no later than `deadline` (the run's `--timeout`).
     static func waitNoLongerThan(_ deadline: ContinuousClock.Instant) {
-        Self.limit.withLock { limit in limit = min(limit ?? deadline, deadline) }
+        Self.state.withLock { state in state.limit = min(state.limit ?? deadline, deadline) }
     }
 
     /// Waits for stderr's reader no more: the run was told to stop (SIGINT, SIGTERM).

@@ -26,7 +26,8 @@ enum {
 int ccrc32c_kernels(void);
 
 /// ccrc32c_hardware_update with one kernel, for tests and benchmarks that check each kernel the
-/// machine has. Call only with a kernel that ccrc32c_kernels() lists.
+/// machine has; a kernel that ccrc32c_kernels() does not list runs as CCRC32C_KERNEL_CRC32. Call
+/// only when ccrc32c_hardware_available() returned 1.
 uint32_t ccrc32c_kernel_update(int kernel, uint32_t crc, const void *bytes, size_t count);
 
 #endif
