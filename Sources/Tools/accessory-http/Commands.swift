@@ -35,6 +35,14 @@ struct AccessoryHTTPCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var globals: GlobalOptions
+
+    /// The entry point: the standard descriptors are made safe to write
+    /// (``StandardDescriptors/reserve()``) before anything opens one, then ArgumentParser's
+    /// `main` parses and runs the command.
+    static func main() async {
+        StandardDescriptors.reserve()
+        await Self.main(nil)
+    }
 }
 
 /// Runs a command body, turning a `CLIError` into its message on stderr and its exit code, and

@@ -117,7 +117,8 @@ struct RequestOptions: ParsableArguments {
     /// Reads stdin whole (as curl does for `-d @-`), within the run's time: a stdin that never
     /// ends must not hold the run past `--timeout`, nor past SIGINT.
     private static func readStandardInput(within time: RunDeadline) throws(CLIError) -> ByteBuffer {
-        do {
+        do throws(BoundedIOError) {
+            if StandardDescriptors.wasClosed(0) { throw .failed(errno: EBADF) }
             return try BoundedReader.readAll(0, deadline: time.deadline)
         } catch .deadlinePassed {
             let limit = time.seconds.map { " (\($0.formatted) s)" } ?? ""

@@ -85,6 +85,7 @@ enum StandardOutput {
     /// stdout takes nothing (a pipe nobody reads); fails if stdout is closed (a pipe whose
     /// reader left).
     static func write(_ bytes: UnsafeRawBufferPointer, deadline: ContinuousClock.Instant?) throws(BoundedIOError) {
+        if StandardDescriptors.wasClosed(1) { throw .failed(errno: EBADF) }
         try self.writer.write(bytes, deadline: deadline)
     }
 
@@ -101,5 +102,33 @@ enum StandardOutput {
     /// Writes text to stdout with no deadline; a failure (the reader left) is ignored.
     static func write(_ text: String) {
         try? self.write(text, deadline: nil)
+    }
+}
+
+/// stdin, stdout and stderr as this process was started with them.
+enum StandardDescriptors {
+    /// Bit N: descriptor N was closed when the process started.
+    private static let closedAtStart = Atomic<Int>(0)
+
+    /// Opens `/dev/null` onto each of descriptors 0, 1 and 2 that the process was started
+    /// without (`2>&-`, a spawner that closed them). Otherwise the next descriptor opened takes
+    /// the lowest free number (NIO's eventfd or epoll, a device's socket or tty, the `-o` file),
+    /// and the error message, the `-v` trace or the body would be written into it (a serial line
+    /// or a socket would carry them to the device), and `-d @-` would read from it. Reading stdin
+    /// and writing stdout then fail as curl's do (``wasClosed(_:)``); stderr's text is dropped.
+    static func reserve() {
+        var closed = 0
+        for descriptor in CInt(0)...2 where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
+            closed |= 1 << descriptor
+            // open returns the lowest free number: this one, as the lower ones are open by now.
+            let opened = open("/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY)
+            if opened >= 0 && opened != descriptor { close(opened) }
+        }
+        Self.closedAtStart.store(closed, ordering: .relaxed)
+    }
+
+    /// Whether `descriptor` (0, 1 or 2) was closed when the process started.
+    static func wasClosed(_ descriptor: CInt) -> Bool {
+        Self.closedAtStart.load(ordering: .relaxed) & (1 << descriptor) != 0
     }
 }
