@@ -110,53 +110,63 @@ static inline __m256i fold256_constants(uint32_t low, uint32_t high) {
 FOLD256_TARGET
 static inline __m256i load256(const unsigned char *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+// Eight registers (256 bytes) at `p`, the CRC so far xored into the first bytes.
+FOLD256_TARGET
+static inline __attribute__((always_inline)) void fold256_load8(__m256i x[8], const unsigned char *p, uint32_t crc) {
+    for (int i = 0; i < 8; i++) x[i] = load256(p + 32 * i);
+    x[0] = _mm256_xor_si256(x[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
+}
+
+// Each register folded 256 bytes on, into the next 256 bytes at `p`.
+FOLD256_TARGET
+static inline __attribute__((always_inline)) void fold256_step8(__m256i x[8], __m256i k256, const unsigned char *p) {
+    for (int i = 0; i < 8; i++) x[i] = fold256_into(x[i], k256, load256(p + 32 * i));
+}
+
+// The eight registers folded into one (the multiplies independent, only the xors chain).
+FOLD256_TARGET
+static inline __attribute__((always_inline)) __m256i fold256_merge8(const __m256i x[8]) {
+    __m256i last = x[7];
+    last = fold256_into(x[0], fold256_constants(0x71d111a8, 0x83348832), last);  // 224 bytes on
+    last = fold256_into(x[1], fold256_constants(0xa87ab8a8, 0xab7aff2a), last);  // 192
+    last = fold256_into(x[2], fold256_constants(0x1b3d8f29, 0x878a92a7), last);  // 160
+    last = fold256_into(x[3], fold256_constants(0x6992cea2, 0x0d3b6092), last);  // 128
+    last = fold256_into(x[4], fold256_constants(0xc49f4f67, 0x0715ce53), last);  // 96
+    last = fold256_into(x[5], fold256_constants(0x740eef02, 0x9e4addf8), last);  // 64
+    return fold256_into(x[6], fold256_constants(0x3da6d0cb, 0xba4fc28e), last);  // 32
+}
+
+// One register's low lane folded 16 bytes on onto its high lane, and two crc32 reduce that to
+// the CRC register.
+FOLD256_TARGET
+static inline __attribute__((always_inline)) uint32_t fold256_reduce(__m256i x) {
+    const __m128i k16 = _mm_set_epi64x(0x493c7d27, 0xf20c0dfe);
+    __m128i low = _mm256_castsi256_si128(x);
+    __m128i lane = _mm_xor_si128(
+        _mm_xor_si128(_mm_clmulepi64_si128(low, k16, 0x00), _mm_clmulepi64_si128(low, k16, 0x11)),
+        _mm256_extracti128_si256(x, 1));
+    uint64_t reduced = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
+    return (uint32_t)_mm_crc32_u64(reduced, (uint64_t)_mm_extract_epi64(lane, 1));
+}
+
 // The register after `count` bytes, a multiple of 32 (at least 32).
 FOLD256_TARGET
 uint32_t ccrc32c_fold256(uint32_t crc, const unsigned char *next, size_t count) {
     const __m256i k32 = fold256_constants(0x3da6d0cb, 0xba4fc28e);
-    __m256i x0 = _mm256_xor_si256(load256(next), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
+    __m256i x0;
     if (count >= 256) {
         const __m256i k256 = fold256_constants(0xdcb17aa4, 0xb9e02b86);
-        __m256i x1 = load256(next + 32), x2 = load256(next + 64), x3 = load256(next + 96);
-        __m256i x4 = load256(next + 128), x5 = load256(next + 160), x6 = load256(next + 192);
-        __m256i x7 = load256(next + 224);
-        next += 256;
-        count -= 256;
-        while (count >= 256) {
-            x0 = fold256_into(x0, k256, load256(next));
-            x1 = fold256_into(x1, k256, load256(next + 32));
-            x2 = fold256_into(x2, k256, load256(next + 64));
-            x3 = fold256_into(x3, k256, load256(next + 96));
-            x4 = fold256_into(x4, k256, load256(next + 128));
-            x5 = fold256_into(x5, k256, load256(next + 160));
-            x6 = fold256_into(x6, k256, load256(next + 192));
-            x7 = fold256_into(x7, k256, load256(next + 224));
-            next += 256;
-            count -= 256;
-        }
-        x7 = fold256_into(x0, fold256_constants(0x71d111a8, 0x83348832), x7);  // 224 bytes on
-        x7 = fold256_into(x1, fold256_constants(0xa87ab8a8, 0xab7aff2a), x7);  // 192
-        x7 = fold256_into(x2, fold256_constants(0x1b3d8f29, 0x878a92a7), x7);  // 160
-        x7 = fold256_into(x3, fold256_constants(0x6992cea2, 0x0d3b6092), x7);  // 128
-        x7 = fold256_into(x4, fold256_constants(0xc49f4f67, 0x0715ce53), x7);  // 96
-        x7 = fold256_into(x5, fold256_constants(0x740eef02, 0x9e4addf8), x7);  // 64
-        x0 = fold256_into(x6, k32, x7);
+        __m256i x[8];
+        fold256_load8(x, next, crc);
+        for (next += 256, count -= 256; count >= 256; next += 256, count -= 256) fold256_step8(x, k256, next);
+        x0 = fold256_merge8(x);
     } else {
+        x0 = _mm256_xor_si256(load256(next), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
         next += 32;
         count -= 32;
     }
-    while (count >= 32) {
-        x0 = fold256_into(x0, k32, load256(next));
-        next += 32;
-        count -= 32;
-    }
-    const __m128i k16 = _mm_set_epi64x(0x493c7d27, 0xf20c0dfe);
-    __m128i low = _mm256_castsi256_si128(x0);
-    __m128i lane = _mm_xor_si128(
-        _mm_xor_si128(_mm_clmulepi64_si128(low, k16, 0x00), _mm_clmulepi64_si128(low, k16, 0x11)),
-        _mm256_extracti128_si256(x0, 1));
-    uint64_t reduced = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
-    return (uint32_t)_mm_crc32_u64(reduced, (uint64_t)_mm_extract_epi64(lane, 1));
+    for (; count >= 32; next += 32, count -= 32) x0 = fold256_into(x0, k32, load256(next));
+    return fold256_reduce(x0);
 }
 
 // Folding on 256-bit registers runs at about the crc32 instruction's 8 bytes a cycle on a Zen 3
@@ -166,57 +176,31 @@ uint32_t ccrc32c_fold256(uint32_t crc, const unsigned char *next, size_t count) 
 // CRC after the first 4 KiB, and each chain's CRC is appended to it by "appending zeros" (the
 // 1 KiB tables) and an xor, as ccrc32c.c's crc32c_3way combines its blocks.
 FOLD256_TARGET
+static inline __attribute__((always_inline)) void crc32_step3(uint64_t c[3], const unsigned char *p) {
+    for (int word = 0; word < HYBRID_STEP; word += 8) {
+        c[0] = _mm_crc32_u64(c[0], load64(p + word));
+        c[1] = _mm_crc32_u64(c[1], load64(p + HYBRID_CHAIN + word));
+        c[2] = _mm_crc32_u64(c[2], load64(p + 2 * HYBRID_CHAIN + word));
+    }
+}
+
+FOLD256_TARGET
 uint32_t ccrc32c_hybrid256(uint32_t crc, const unsigned char *next, size_t count) {
     const __m256i k256 = fold256_constants(0xdcb17aa4, 0xb9e02b86);
-    const __m256i k32 = fold256_constants(0x3da6d0cb, 0xba4fc28e);
-    const __m128i k16 = _mm_set_epi64x(0x493c7d27, 0xf20c0dfe);
-    while (count >= HYBRID_BLOCK) {
+    for (; count >= HYBRID_BLOCK; next += HYBRID_BLOCK, count -= HYBRID_BLOCK) {
         const unsigned char *chain = next + HYBRID_FOLD;
-        uint64_t c0 = 0, c1 = 0, c2 = 0;
-        __m256i x0 = _mm256_xor_si256(load256(next), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)crc)));
-        __m256i x1 = load256(next + 32), x2 = load256(next + 64), x3 = load256(next + 96);
-        __m256i x4 = load256(next + 128), x5 = load256(next + 160), x6 = load256(next + 192);
-        __m256i x7 = load256(next + 224);
-        for (int word = 0; word < HYBRID_STEP; word += 8) {
-            c0 = _mm_crc32_u64(c0, load64(chain + word));
-            c1 = _mm_crc32_u64(c1, load64(chain + HYBRID_CHAIN + word));
-            c2 = _mm_crc32_u64(c2, load64(chain + 2 * HYBRID_CHAIN + word));
-        }
+        uint64_t c[3] = {0, 0, 0};
+        __m256i x[8];
+        fold256_load8(x, next, crc);
+        crc32_step3(c, chain);
         for (int step = 1; step < HYBRID_FOLD / 256; step++) {
-            const unsigned char *fold = next + 256 * step;
-            x0 = fold256_into(x0, k256, load256(fold));
-            x1 = fold256_into(x1, k256, load256(fold + 32));
-            x2 = fold256_into(x2, k256, load256(fold + 64));
-            x3 = fold256_into(x3, k256, load256(fold + 96));
-            x4 = fold256_into(x4, k256, load256(fold + 128));
-            x5 = fold256_into(x5, k256, load256(fold + 160));
-            x6 = fold256_into(x6, k256, load256(fold + 192));
-            x7 = fold256_into(x7, k256, load256(fold + 224));
-            const unsigned char *words = chain + HYBRID_STEP * step;
-            for (int word = 0; word < HYBRID_STEP; word += 8) {
-                c0 = _mm_crc32_u64(c0, load64(words + word));
-                c1 = _mm_crc32_u64(c1, load64(words + HYBRID_CHAIN + word));
-                c2 = _mm_crc32_u64(c2, load64(words + 2 * HYBRID_CHAIN + word));
-            }
+            fold256_step8(x, k256, next + 256 * step);
+            crc32_step3(c, chain + HYBRID_STEP * step);
         }
-        x7 = fold256_into(x0, fold256_constants(0x71d111a8, 0x83348832), x7);  // 224 bytes on
-        x7 = fold256_into(x1, fold256_constants(0xa87ab8a8, 0xab7aff2a), x7);  // 192
-        x7 = fold256_into(x2, fold256_constants(0x1b3d8f29, 0x878a92a7), x7);  // 160
-        x7 = fold256_into(x3, fold256_constants(0x6992cea2, 0x0d3b6092), x7);  // 128
-        x7 = fold256_into(x4, fold256_constants(0xc49f4f67, 0x0715ce53), x7);  // 96
-        x7 = fold256_into(x5, fold256_constants(0x740eef02, 0x9e4addf8), x7);  // 64
-        x0 = fold256_into(x6, k32, x7);
-        __m128i low = _mm256_castsi256_si128(x0);
-        __m128i lane = _mm_xor_si128(
-            _mm_xor_si128(_mm_clmulepi64_si128(low, k16, 0x00), _mm_clmulepi64_si128(low, k16, 0x11)),
-            _mm256_extracti128_si256(x0, 1));
-        uint64_t reduced = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(lane));
-        crc = (uint32_t)_mm_crc32_u64(reduced, (uint64_t)_mm_extract_epi64(lane, 1));
-        crc = ccrc32c_append_hybrid_chain(crc) ^ (uint32_t)c0;
-        crc = ccrc32c_append_hybrid_chain(crc) ^ (uint32_t)c1;
-        crc = ccrc32c_append_hybrid_chain(crc) ^ (uint32_t)c2;
-        next += HYBRID_BLOCK;
-        count -= HYBRID_BLOCK;
+        crc = fold256_reduce(fold256_merge8(x));
+        crc = ccrc32c_append_hybrid_chain(crc) ^ (uint32_t)c[0];
+        crc = ccrc32c_append_hybrid_chain(crc) ^ (uint32_t)c[1];
+        crc = ccrc32c_append_hybrid_chain(crc) ^ (uint32_t)c[2];
     }
     return crc;
 }
