@@ -45,6 +45,18 @@ import Testing
         #expect(result.stderr.contains("cannot write stdout: Bad file descriptor"), "\(result)")
     }
 
+    /// `--device stdio` carries the link on stdin and stdout: a closed one is refused by name
+    /// (it would have been /dev/null by now, which the transport refuses with less to say).
+    @Test(arguments: [
+        ("<&-", ["--device", "stdio", "get", "/status", "-o", "out.json"], "stdin was closed"),
+        (">&-", ["serve", "--device", "stdio"], "stdout was closed"),
+    ])
+    func aStdioLinkOnAClosedDescriptorIsRefused(redirection: String, arguments: [String], says: String) async throws {
+        let result = try await runClosing(redirection, arguments)
+        #expect(result.status == 64, "\(result)")
+        #expect(result.stderr.contains(says), "\(result)")
+    }
+
     /// With stderr closed, the trace goes nowhere, and the body still reaches its file whole.
     /// (The old code passed this too, its trace failing with EINVAL in the eventfd: this guards
     /// that /dev/null on descriptor 2 leaves the run alone.)

@@ -300,6 +300,7 @@ struct Serve: AsyncParsableCommand {
                 }
                 // The responder always accepts sessions (docs/framing.md §6): link options are
                 // the host's choice, not the device's.
+                if spec.kind == .stdio { try StandardDescriptors.requireStdioLink() }
                 var transport = try GlobalOptions.clientTransport(for: DeviceSpec(spec.kind))
                 if var stdio = transport as? StdioTransport {
                     // `printf 'GET …' | serve --device stdio` (or a client behind socat that

@@ -26,7 +26,7 @@ struct List: AsyncParsableCommand {
                     "cannot list USB devices: \(error) (is usbfs available? under a container, pass /dev/bus/usb through)"
                 )
             }
-            StandardOutput.write(
+            try StandardOutput.write(
                 json ? USBAccessoryListing.renderJSON(accessories) : USBAccessoryListing.renderText(accessories)
             )
         }

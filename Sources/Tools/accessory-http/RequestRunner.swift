@@ -87,6 +87,7 @@ struct RequestRunner {
 
     private func makeClient() throws(CLIError) -> (AccessoryClient, ConfigFile?, TraceRenderer?) {
         let (spec, config) = try self.globals.resolveDevice()
+        if spec.kind == .stdio { try StandardDescriptors.requireStdioLink() }
         if spec.kind == .stdio && (self.options.output == nil || self.options.include) {
             // The response printed to stdout would go down the link, into the device.
             throw CLIError(

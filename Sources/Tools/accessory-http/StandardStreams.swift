@@ -94,14 +94,22 @@ enum StandardOutput {
         // withUTF8 rethrows untyped errors: carry the typed one out in a Result.
         try text.withUTF8 { bytes in
             Result { () throws(BoundedIOError) in
-                try self.writer.write(UnsafeRawBufferPointer(bytes), deadline: deadline)
+                try self.write(UnsafeRawBufferPointer(bytes), deadline: deadline)
             }
         }.get()
     }
 
-    /// Writes text to stdout with no deadline; a failure (the reader left) is ignored.
-    static func write(_ text: String) {
-        try? self.write(text, deadline: nil)
+    /// Writes text to stdout with no deadline (`list`, `status`, `trust --list`). A reader that
+    /// left (`| head -1`) is ignored, as a pipeline expects; a stdout closed at start is an
+    /// error, as the body's is.
+    static func write(_ text: String) throws(CLIError) {
+        do {
+            try self.write(text, deadline: nil)
+        } catch .failed(errno: EBADF) where StandardDescriptors.wasClosed(1) {
+            throw CLIError(.file, "cannot write stdout: it was closed when accessory-http started (>&-)")
+        } catch {
+            return
+        }
     }
 }
 
@@ -125,6 +133,17 @@ enum StandardDescriptors {
             if opened >= 0 && opened != descriptor { close(opened) }
         }
         Self.closedAtStart.store(closed, ordering: .relaxed)
+    }
+
+    /// `--device stdio` carries the link on stdin and stdout: refused when either was closed at
+    /// start (it would be `/dev/null` now, which the transport would refuse with less to say).
+    static func requireStdioLink() throws(CLIError) {
+        let closed = [(0, "stdin", "<&-"), (1, "stdout", ">&-")].filter { Self.wasClosed(CInt($0.0)) }
+        guard let first = closed.first else { return }
+        throw CLIError(
+            .usage,
+            "--device stdio carries the link on stdin and stdout, but \(first.1) was closed when accessory-http started (\(first.2)): give it the link's end"
+        )
     }
 
     /// Whether `descriptor` (0, 1 or 2) was closed when the process started.

@@ -41,9 +41,9 @@ struct Status: AsyncParsableCommand {
             }
             let body = try await StatusFetch.fetch(from: listener)
             if json {
-                StandardOutput.write(body.hasSuffix("\n") ? body : body + "\n")
+                try StandardOutput.write(body.hasSuffix("\n") ? body : body + "\n")
             } else {
-                StandardOutput.write(StatusFetch.render(body))
+                try StandardOutput.write(StatusFetch.render(body))
             }
         }
     }

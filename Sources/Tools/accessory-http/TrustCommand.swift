@@ -38,7 +38,7 @@ struct Trust: AsyncParsableCommand {
             do {
                 if list {
                     for entry in try store.entries() {
-                        StandardOutput.write(
+                        try StandardOutput.write(
                             "\(entry.identity) \(entry.pin)\(entry.comment.map { "  # \($0)" } ?? "")  (\(entry.file))\n"
                         )
                     }
