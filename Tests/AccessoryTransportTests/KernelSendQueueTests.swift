@@ -1,5 +1,6 @@
 import AccessoryTransport
 import Foundation
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -39,6 +40,18 @@ import Testing
         #expect((queue.unsentBytes() ?? 0) >= 3000)
         var sink = [UInt8](repeating: 0, count: 4096)
         #expect(sink.withUnsafeMutableBytes { read(peer, $0.baseAddress, $0.count) } == 3000)
+        #expect(queue.unsentBytes() == 0)
+    }
+
+    /// A queue the transport counts (a USB link's OUT transfers not back) reports its count as
+    /// it is when asked, not as it was when the queue was made.
+    @Test func aCountedQueueReportsTheCountWhenAsked() {
+        let unsent = Mutex(0)
+        let queue = KernelSendQueue(counting: { unsent.withLock { $0 } })
+        #expect(queue.unsentBytes() == 0)
+        unsent.withLock { $0 = 49_152 }
+        #expect(queue.unsentBytes() == 49_152)
+        unsent.withLock { $0 = 0 }
         #expect(queue.unsentBytes() == 0)
     }
 

@@ -133,7 +133,7 @@ struct USBQuirksTests {
         try quirks.set("interface-class", to: "ff/48/01, 07/01/04")
         try quirks.set("reset-on-open", to: "yes")
         try quirks.set("init-delay", to: "0.25")
-        try quirks.set("transfers-in-flight", to: "8")
+        try quirks.set("transfers-in-flight", to: "12")
         #expect(quirks.resetOnOpen == true)
         #expect(quirks.initDelay == .milliseconds(250))
         #expect(quirks.zeroLengthPackets == false)
@@ -151,7 +151,7 @@ struct USBQuirksTests {
         #expect(configuration.maxInterfaces == 2)
         #expect(configuration.resetOnOpen)
         #expect(configuration.initDelay == .milliseconds(250))
-        #expect(configuration.transfers.transfersInFlight == 8)
+        #expect(configuration.transfers.transfersInFlight == 12)
     }
 
     @Test func badValuesAreErrorsThatNameTheKey() {

@@ -12,30 +12,57 @@ import Glibc
 ///
 /// NIO owns the descriptor and closes it on the channel's event loop, so ``unsentBytes()`` may
 /// be called only there, while the channel is active: then the number still names this stream.
+///
+/// A transport whose channel has no descriptor (USB: its writes go into transfers) counts the
+/// queue itself: ``init(counting:)``.
 public struct KernelSendQueue: Sendable, Hashable {
-    private let descriptor: CInt
-    private let request: UInt
+    private enum Source: Hashable {
+        case descriptor(CInt, request: UInt)
+        case counter(Counter)
+    }
+
+    /// A transport's own count; equal only to itself.
+    private final class Counter: Sendable, Hashable {
+        let unsent: @Sendable () -> Int
+        init(_ unsent: @escaping @Sendable () -> Int) { self.unsent = unsent }
+        static func == (lhs: Counter, rhs: Counter) -> Bool { lhs === rhs }
+        func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    }
+
+    private let source: Source
 
     /// The send queue of `descriptor`, or `nil` when its kind has none to read (a regular file,
     /// a character device that is not a tty) or `fstat` fails.
     public init?(descriptor: CInt) {
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { return nil }
+        let request: UInt
         switch FileKind(mode: status.st_mode) {
         // Linux defines SIOCOUTQ as TIOCOUTQ (linux/sockios.h); Glibc's module has only the latter.
-        case .socket: self.request = UInt(TIOCOUTQ)
-        case .fifo: self.request = UInt(FIONREAD)
-        case .characterDevice where isatty(descriptor) == 1: self.request = UInt(TIOCOUTQ)
+        case .socket: request = UInt(TIOCOUTQ)
+        case .fifo: request = UInt(FIONREAD)
+        case .characterDevice where isatty(descriptor) == 1: request = UInt(TIOCOUTQ)
         default: return nil
         }
-        self.descriptor = descriptor
+        self.source = .descriptor(descriptor, request: request)
+    }
+
+    /// A queue the transport counts itself: `unsent` returns the bytes written past the channel
+    /// that the device has not taken yet (a USB link's OUT transfers not back).
+    public init(counting unsent: @escaping @Sendable () -> Int) {
+        self.source = .counter(Counter(unsent))
     }
 
     /// The bytes in the queue now, or `nil` if the kernel would not say. Call it only on the
     /// channel's event loop while the channel is active (see the type's comment).
     public func unsentBytes() -> Int? {
-        var count: CInt = 0
-        guard ioctl(self.descriptor, self.request, &count) == 0, count >= 0 else { return nil }
-        return Int(count)
+        switch self.source {
+        case .descriptor(let descriptor, let request):
+            var count: CInt = 0
+            guard ioctl(descriptor, request, &count) == 0, count >= 0 else { return nil }
+            return Int(count)
+        case .counter(let counter):
+            return counter.unsent()
+        }
     }
 }

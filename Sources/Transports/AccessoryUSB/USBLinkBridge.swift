@@ -1,6 +1,5 @@
 import AccessoryTransport
 import CLibUSB
-import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
@@ -9,24 +8,47 @@ import Synchronization
     import Musl
 #endif
 
-/// Carries bytes between a claimed interface's bulk endpoints and one end of a socketpair,
-/// whose other end is the NIO channel the HTTP layer sees.
+/// What a ``USBLinkBridge`` tells the channel that carries its bytes (``USBBulkChannel``).
+/// Called on libusb's event thread or on whichever thread failed the link: the channel hops to
+/// its event loop.
+protocol USBLinkBridgeSink: AnyObject, Sendable {
+    /// IN transfers completed (``USBLinkBridge/takeCompletedInputs()`` has them); called once
+    /// until they are taken.
+    func inputsCompleted()
+    /// OUT transfers came back free (``USBLinkBridge/takeFreeOutputs()``); called once until
+    /// they are taken.
+    func outputsFreed()
+    /// The link ended (``USBLinkBridge/fail(_:)``): every transfer is being cancelled.
+    func bridgeEnded()
+}
+
+/// Drives a claimed interface's bulk endpoints for the NIO channel the HTTP layer sees
+/// (``USBBulkChannel``): it owns the transfers, submits them, and hands completed ones over.
 ///
-/// Threads: one runs libusb's event loop (and tears everything down at the end), one reads the
-/// socket and submits OUT transfers (up to `transfersInFlight` at once), one writes completed IN
-/// transfers to the socket in completion order and resubmits them (USBLinkBridge+Pumps.swift). Any failure (unplug, stall,
-/// timeout) records a reason, cancels every transfer and shuts the socket down, so the HTTP
-/// layer sees the stream end at once and reads the reason from the diagnostics.
+/// Threads: one runs libusb's event loop (and tears everything down at the end); the channel's
+/// event loop copies its writes into free OUT transfers and submits them, and copies completed
+/// IN transfers into its reads and resubmits them (USBBulkChannel+Transfers.swift). Any failure
+/// (unplug, stall, timeout) records a reason, cancels every transfer and tells the channel,
+/// which ends the stream at once; the HTTP layer reads the reason from the diagnostics.
 final class USBLinkBridge: Sendable {
     struct State {
         var closing = false
         var failure: String?
         var inFlight = 0
+        /// IN transfers back from the device that the channel has not taken yet, in order.
         var completedInputs: [TransferSlot] = []
         var freeOutputs: [TransferSlot] = []
         var slots: [TransferSlot] = []
-        var writerDone = false
-        var deliveryDone = false
+        /// Told of completions and of the end; `nil` after the teardown (breaking the cycle).
+        var sink: (any USBLinkBridgeSink)?
+        /// The sink was told of completed inputs / freed outputs that it has not taken yet.
+        var inputsAnnounced = false
+        var outputsAnnounced = false
+        /// Bytes in OUT transfers submitted and not back yet: what the device has not taken.
+        var outputBytesInFlight = 0
+        /// Since when OUT transfers have waited without one coming back: the write timeout
+        /// counts from here (`nil` while none is in flight).
+        var outputWaitingSince: ContinuousClock.Instant?
         var haltedEndpoint: UInt8?
         /// Bytes the device has taken from OUT transfers: while 0, a stall is carried on from.
         var outputBytesSent = 0
@@ -38,7 +60,6 @@ final class USBLinkBridge: Sendable {
         var haltsCleared = 0
         var stalledOutputs: [TransferSlot] = []
         var heldOutputs: [(TransferSlot, Int)] = []
-        var zeroLengthReads = 0
         /// The failure was an unspecific transfer error, which is also what an unplug looks like
         /// before libusb notices the device is gone.
         var failureMayBeUnplug = false
@@ -48,11 +69,7 @@ final class USBLinkBridge: Sendable {
     let interface: USBLinkInterface
     let policy: USBTransferPolicy
     let name: String
-    /// The bridge's end of the socketpair; closed in teardown.
-    let socket: CInt
     let state = TrackedMutex(State())
-    let inputReady = DispatchSemaphore(value: 0)
-    let outputFree = DispatchSemaphore(value: 0)
     /// Called once, when the interface has been released after the end (or the bridge never
     /// started its threads): what ``OpenedByteStream/waitUntilReleased()`` waits for, so that a
     /// reopen, another program or the process's exit finds the interface free.
@@ -63,14 +80,12 @@ final class USBLinkBridge: Sendable {
         interface: USBLinkInterface,
         policy: USBTransferPolicy,
         name: String,
-        socket: CInt,
         onReleased: @escaping @Sendable () -> Void = {}
     ) {
         self.handle = handle
         self.interface = interface
         self.policy = policy
         self.name = name
-        self.socket = socket
         self.onReleased = onReleased
     }
 
@@ -94,8 +109,9 @@ final class USBLinkBridge: Sendable {
         return failure
     }
 
-    /// Allocates the transfers, submits the reads and starts the threads.
-    func start() throws(TransportError) {
+    /// Allocates the transfers, submits the reads and starts libusb's event thread; `sink` hears
+    /// of completions from then on.
+    func start(sink: any USBLinkBridgeSink) throws(TransportError) {
         let inSize = self.policy.transferSize(maxPacketSize: self.interface.input.maxPacketSize)
         let outSize = self.policy.transferSize(maxPacketSize: self.interface.output.maxPacketSize)
         let count = max(1, self.policy.transfersInFlight)
@@ -107,7 +123,6 @@ final class USBLinkBridge: Sendable {
             else {
                 // Nothing was submitted and no thread runs: give everything back here.
                 self.handle.releaseInterface(self.interface.interfaceNumber)
-                _ = close(self.socket)
                 self.onReleased()
                 throw TransportError(.openFailed, "libusb could not allocate transfers for \(self.name)")
             }
@@ -119,8 +134,8 @@ final class USBLinkBridge: Sendable {
         self.state.withLock {
             $0.slots = inputs + outputs
             $0.freeOutputs = outputs
+            $0.sink = sink
         }
-        for _ in outputs { self.outputFree.signal() }
         for input in inputs {
             if let error = self.submit(input, length: input.capacity) {
                 self.fail("could not start reading from \(self.name): \(error)")
@@ -130,22 +145,12 @@ final class USBLinkBridge: Sendable {
         do {
             try DetachedThread.start { self.runEvents() }
         } catch {
-            // No thread tears down: the interface is released here (its transfers and socket
-            // stay allocated, as after the five-second give-up below).
+            // No thread tears down: the interface is released here (its transfers stay
+            // allocated, as after the five-second give-up below).
             self.fail("could not start the USB threads: \(error)")
+            self.state.withLock { $0.sink = nil }  // no teardown will break the cycle
             self.handle.releaseInterface(self.interface.interfaceNumber)
             self.onReleased()
-            throw TransportError(
-                .openFailed,
-                "could not start the USB threads for \(self.name): errno \(error.rawValue)"
-            )
-        }
-        do {
-            try DetachedThread.start { self.runWriter() }
-            try DetachedThread.start { self.runDelivery() }
-        } catch {
-            // Without its threads the bridge cannot run; nothing was handed out yet.
-            self.fail("could not start the USB threads: \(error)")
             throw TransportError(
                 .openFailed,
                 "could not start the USB threads for \(self.name): errno \(error.rawValue)"
@@ -156,7 +161,7 @@ final class USBLinkBridge: Sendable {
     // MARK: Submitting and completing
 
     /// Submits `slot` with `length` bytes; returns the libusb error if it was not submitted.
-    /// `moreBytesWaiting`: for a write, whether the socket already holds the next one's bytes
+    /// `moreBytesWaiting`: for a write, whether the channel already holds the next one's bytes
     /// (then no zero-length packet follows it, ``USBTransferPolicy/needsZeroLengthPacket(afterWriting:maxPacketSize:moreBytesWaiting:)``).
     func submit(
         _ slot: TransferSlot,
@@ -165,7 +170,10 @@ final class USBLinkBridge: Sendable {
         bypassingHold: Bool = false
     ) -> LibUSBError? {
         let endpoint = slot.isInput ? self.interface.input.address : self.interface.output.address
-        let timeout = slot.isInput ? 0 : self.policy.writeTimeoutMilliseconds
+        // No libusb timeout: its clock starts at the submission, so the last of several OUT
+        // transfers in flight would time out behind the others on a slow device. The event
+        // thread times out a device that takes no transfer instead (`checkWriteProgress`).
+        let timeout: UInt32 = 0
         let context = Unmanaged.passUnretained(slot).toOpaque()
         libusb_fill_bulk_transfer(
             slot.transfer,
@@ -199,6 +207,10 @@ final class USBLinkBridge: Sendable {
                 return false
             }
             state.inFlight += 1
+            if !slot.isInput {
+                if state.outputBytesInFlight == 0 { state.outputWaitingSince = .now }
+                state.outputBytesInFlight += length
+            }
             slot.submitted = true
             return true
         }
@@ -207,6 +219,7 @@ final class USBLinkBridge: Sendable {
         if result != 0 {
             self.state.withLock { state in
                 state.inFlight -= 1
+                if !slot.isInput { state.outputBytesInFlight -= length }
                 slot.submitted = false
             }
             return LibUSBError(rawValue: result)
@@ -247,11 +260,17 @@ final class USBLinkBridge: Sendable {
         let actualLength = Int(slot.transfer.pointee.actual_length)
         // What follows the completion: a slot back to its thread, the link's end, or a stall
         // carried on from (the first of a clearing starts it; later ones join it).
-        enum Next { case nothing, wake, fail, startClearing, joinClearing }
+        enum Next { case nothing, wake(any USBLinkBridgeSink), fail, startClearing, joinClearing }
         let next: Next = self.state.withLock { state in
             state.inFlight -= 1
             slot.submitted = false
-            if slot.isInput { state.inputBytesReceived += actualLength } else { state.outputBytesSent += actualLength }
+            if slot.isInput {
+                state.inputBytesReceived += actualLength
+            } else {
+                state.outputBytesSent += actualLength
+                state.outputBytesInFlight -= Int(slot.transfer.pointee.length)
+                state.outputWaitingSince = state.outputBytesInFlight > 0 ? .now : nil
+            }
             if halted != nil, let starts = Self.carryOn(afterStallOf: slot, actualLength: actualLength, state: &state) {
                 return starts ? .startClearing : .joinClearing
             }
@@ -259,55 +278,63 @@ final class USBLinkBridge: Sendable {
             if status == LIBUSB_TRANSFER_ERROR && !state.closing { state.failureMayBeUnplug = true }
             if problem != nil { return .fail }
             guard !state.closing, status == LIBUSB_TRANSFER_COMPLETED else { return .nothing }
+            // One announcement until the channel takes them: a hop to its event loop per
+            // batch, not per transfer.
+            let announced: Bool
             if slot.isInput {
                 state.completedInputs.append(slot)
+                announced = state.inputsAnnounced
+                state.inputsAnnounced = true
             } else {
                 state.freeOutputs.append(slot)
+                announced = state.outputsAnnounced
+                state.outputsAnnounced = true
             }
-            return .wake
+            guard !announced, let sink = state.sink else { return .nothing }
+            return .wake(sink)
         }
         switch next {
         case .startClearing: self.resendAfterClearingHalt()
         case .joinClearing, .nothing: break
         case .fail: self.fail(problem)
-        case .wake: if slot.isInput { self.inputReady.signal() } else { self.outputFree.signal() }
+        case .wake(let sink): if slot.isInput { sink.inputsCompleted() } else { sink.outputsFreed() }
         }
     }
 
     /// Ends the link: records `reason` (nil: an orderly close by the HTTP side), cancels every
-    /// transfer and shuts the socket down. Only the first call counts.
+    /// transfer and tells the channel. Only the first call counts.
     func fail(_ reason: String?) {
-        let pending: [TransferSlot]? = self.state.withLock { state in
+        let ended: (pending: [TransferSlot], sink: (any USBLinkBridgeSink)?)? = self.state.withLock { state in
             guard !state.closing else { return nil }
             state.closing = true
             state.failure = reason
-            return state.slots.filter(\.submitted)
+            return (state.slots.filter(\.submitted), state.sink)
         }
-        guard let pending else { return }
-        for slot in pending { _ = libusb_cancel_transfer(slot.transfer) }
-        _ = shutdown(self.socket, CInt(SHUT_RDWR))
-        self.inputReady.signal()
-        for _ in 0...max(1, self.policy.transfersInFlight) { self.outputFree.signal() }
+        guard let ended else { return }
+        for slot in ended.pending { _ = libusb_cancel_transfer(slot.transfer) }
+        ended.sink?.bridgeEnded()
     }
 
-    // MARK: Threads
+    // MARK: The event thread
 
     private func runEvents() {
         let clock = ContinuousClock()
         var closedAt: ContinuousClock.Instant?
         while true {
             _ = self.handle.device.context.handleEvents(milliseconds: 100)
-            let (closing, inFlight, threadsDone) = self.state.withLock {
-                ($0.closing, $0.inFlight, $0.writerDone && $0.deliveryDone)
+            let (closing, inFlight) = self.state.withLock { ($0.closing, $0.inFlight) }
+            guard closing else {
+                self.checkWriteProgress()
+                continue
             }
-            guard closing else { continue }
-            if inFlight == 0 && threadsDone { break }
+            if inFlight == 0 { break }
             let started = closedAt ?? clock.now
             closedAt = started
             if clock.now - started > .seconds(5) {
-                // Five seconds after the end a transfer has still not come back (or a thread has
-                // not finished): release the interface, but leave the transfers, the socket and so
-                // the handle allocated rather than free what libusb or a thread may still use.
+                // Five seconds after the end a transfer has still not come back: release the
+                // interface, but leave the transfers and so the handle allocated rather than
+                // free what libusb may still use.
+                self.state.withLock { $0.sink = nil }  // the channel, though, can go
                 self.handle.releaseInterface(self.interface.interfaceNumber)
                 self.onReleased()
                 return
@@ -317,18 +344,30 @@ final class USBLinkBridge: Sendable {
         self.onReleased()
     }
 
-    /// Runs once every transfer is back and both bridge threads have finished.
+    /// Ends the link when OUT transfers have waited the write timeout without one coming back:
+    /// the device stopped reading. (However many are in flight: a slow device that takes a
+    /// transfer now and then is not timed out.)
+    private func checkWriteProgress() {
+        let limit = self.policy.writeTimeoutMilliseconds
+        guard limit > 0,
+            let since = self.state.withLock({ $0.outputWaitingSince }),
+            ContinuousClock.now - since > .milliseconds(Int64(limit))
+        else { return }
+        self.fail("writing to \(self.name) timed out after \(limit) ms (the device stopped reading)")
+    }
+
+    /// Runs once every transfer is back after the end.
     private func teardown() {
         if let endpoint = self.state.withLock({ $0.haltedEndpoint }) {
             try? self.handle.clearHalt(endpoint: endpoint)
         }
         self.handle.releaseInterface(self.interface.interfaceNumber)
-        _ = close(self.socket)
         let slots = self.state.withLock { state -> [TransferSlot] in
             let slots = state.slots
             state.slots = []
-            state.completedInputs = []
+            // `completedInputs` stay: the channel delivers what came before the end.
             state.freeOutputs = []
+            state.sink = nil
             return slots
         }
         for slot in slots { slot.bridge = nil }

@@ -17,7 +17,7 @@ public struct USBQuirks: Sendable, Hashable {
     public var zeroLengthPackets: Bool?
     /// The largest transfer in bytes (`max-transfer-size`, default 16384).
     public var maxTransferSize: Int?
-    /// Transfers kept in flight each way (`transfers-in-flight`, default 3).
+    /// Transfers kept in flight each way (`transfers-in-flight`, default 8).
     public var transfersInFlight: Int?
     /// How long to wait after claiming the interface before the first transfer (`claim-delay`,
     /// written in seconds, with millisecond precision).

@@ -14,8 +14,9 @@ import NIOPosix
 /// Each ``open(on:configure:)`` finds the device (by VID:PID, and serial number or port path if
 /// given), picks a qualifying interface, detaches its kernel driver (re-attached on release),
 /// claims it, selects its alternate setting (which also tells a FunctionFS accessory that a new
-/// link starts) and bridges its bulk IN/OUT pair to a socketpair whose other end becomes the
-/// NIO channel. Several transfers stay in flight each way.
+/// link starts) and carries its bulk IN/OUT pair as a NIO channel of its own (``USBBulkChannel``):
+/// writes are copied into OUT transfers and completed IN transfers become reads on the event
+/// loop. Several transfers stay in flight each way.
 ///
 /// When a device has several qualifying interfaces (the IPP-over-USB model), concurrent opens
 /// each claim a different one, up to ``Configuration/maxInterfaces``: the transport is a pool
@@ -103,7 +104,6 @@ public struct USBTransport: ByteStreamTransport {
         if self.configuration.claimDelay > .zero {
             try? await Task.sleep(for: self.configuration.claimDelay)
         }
-        let (local, remote) = try SocketPairTransport.makeSocketPair()
         let name = "\(self.selector) on port \(handle.device.portPath) (\(interface))"
         let released = eventLoop.makePromise(of: Void.self)
         let bridge = USBLinkBridge(
@@ -111,44 +111,26 @@ public struct USBTransport: ByteStreamTransport {
             interface: interface,
             policy: self.configuration.transfers,
             name: "\(self.selector)",
-            socket: remote,
             onReleased: { released.succeed(()) }
         )
+        let channel = USBBulkChannel(eventLoop: eventLoop, bridge: bridge)
         do {
-            try bridge.start()
+            try bridge.start(sink: channel)
         } catch {
-            _ = close(local)
+            channel.close(promise: nil)  // its close future is owed, even unused
             throw error
         }
-        let channel: any Channel
-        let setUp = PipeSetUp(configure)
         do {
-            channel = try await NIOPipeBootstrap(group: eventLoop)
-                .channelInitializer(setUp.initializer)
-                .takingOwnershipOfDescriptor(inputOutput: local)
-                .get()
+            // The pipeline is complete before the channel is active: no byte is read before.
+            try await eventLoop.flatSubmit {
+                configure(channel).map { channel.activate() }
+            }.get()
         } catch {
-            _ = close(local)
-            bridge.fail(nil)
-            throw TransportError(.openFailed, "could not attach \(name) to the event loop: \(error)")
-        }
-        do {
-            try await setUp.check(channel)
-        } catch {
-            bridge.fail(nil)
+            channel.close(promise: nil)  // ends the bridge, which releases the interface
             throw TransportError(.openFailed, "could not set up the pipeline on \(name): \(error)")
-        }
-        // The bridge learns of the close when its writer reads the socket's end, which waits
-        // for a free OUT transfer: a device that stopped reading holds them all until the write
-        // timeout (30 s; never, with none). A second after the close the bridge is ended
-        // regardless, so the interface is released (and a reopen or a shutdown waiting for that
-        // goes on) within about a second. The orderly end, at once, comes first and wins.
-        channel.closeFuture.whenComplete { _ in
-            channel.eventLoop.scheduleTask(in: .seconds(1)) { bridge.fail(nil) }
         }
         let node = handle.device.deviceNode
         let hint = self.configuration.silentDeviceHint
-        // The send queue is the bridge's socket: what its thread has not read into transfers.
         return OpenedByteStream(
             channel: channel,
             diagnostics: {
@@ -156,11 +138,13 @@ public struct USBTransport: ByteStreamTransport {
                 guard let hint, bridge.receivedNothing else { return failure }
                 return failure.map { "\($0); \(hint)" } ?? hint
             },
-            // The channel's close ends the bridge (at the latest a second later, above); its
-            // threads release the interface once the last transfer is back (or give up on one
-            // after 5 s), and a reopen must not find it still claimed.
+            // The channel's close ends the bridge at once; its event thread releases the
+            // interface once the last transfer is back (or gives up on one after 5 s), and a
+            // reopen must not find it still claimed.
             released: { try? await released.futureResult.get() },
-            sendQueue: KernelSendQueue(descriptor: local)
+            // What the device has not taken: the bytes in OUT transfers not back yet (the
+            // channel's own buffer is `bufferedWritableBytes`).
+            sendQueue: KernelSendQueue(counting: { bridge.outputBytesInFlight })
         )
     }
 
