@@ -24,13 +24,7 @@ struct USBBulkChannelTests {
 
         func takeCompletedInputs(upTo limit: Int) -> [TransferSlot] {
             self.state.withLock { state in
-                var count = 0
-                var bytes = 0
-                for slot in state.completed {
-                    bytes += Int(slot.transfer.pointee.actual_length)
-                    if count > 0 && bytes > limit { break }
-                    count += 1
-                }
+                let count = USBLinkBridge.readCount(of: state.completed, upTo: limit)
                 defer { state.completed.removeFirst(count) }
                 return Array(state.completed.prefix(count))
             }

@@ -26,19 +26,26 @@ extension USBLinkBridge: USBTransferSource {
     /// then the end). Those left are taken by the next call: the channel's next read.
     func takeCompletedInputs(upTo limit: Int) -> [TransferSlot] {
         self.state.withLock { state in
-            var count = 0
-            var bytes = 0
-            for slot in state.completedInputs {
-                bytes += Int(slot.transfer.pointee.actual_length)
-                if count > 0 && bytes > limit { break }
-                count += 1
-            }
+            let count = Self.readCount(of: state.completedInputs, upTo: limit)
             defer {
                 state.completedInputs.removeFirst(count)
                 state.inputsAnnounced = false
             }
             return Array(state.completedInputs.prefix(count))
         }
+    }
+
+    /// How many of `slots`, from the first, carry at most `limit` bytes together (at least one,
+    /// if there is one): what one read takes.
+    static func readCount(of slots: [TransferSlot], upTo limit: Int) -> Int {
+        var count = 0
+        var bytes = 0
+        for slot in slots {
+            bytes += Int(slot.transfer.pointee.actual_length)
+            if count > 0 && bytes > limit { break }
+            count += 1
+        }
+        return count
     }
 
     /// Every OUT transfer that is free, in the order they came back; none after the end began.
