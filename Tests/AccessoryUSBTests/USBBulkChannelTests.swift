@@ -158,6 +158,27 @@ struct USBBulkChannelTests {
         try await Self.close(channel)
     }
 
+    /// A read asked for while the pipeline is set up, before the channel is active, is kept
+    /// for the activation (as NIO's channels keep it).
+    @Test func aReadAskedForBeforeActivationIsServedOnceActive() async throws {
+        let transfers = TestTransfers()
+        let recorder = Recorder()
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let channel = USBBulkChannel(eventLoop: loop, bridge: transfers)
+        let payload = Self.bytes(700, seed: 5)
+        let slot = try Self.input(payload)
+        transfers.state.withLock { $0.completed = [slot] }
+        try await loop.submit {
+            try channel.pipeline.syncOperations.addHandler(recorder)
+            try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+            channel.pipeline.syncOperations.read()
+            channel.activate()
+        }.get()
+        try await Self.settle(channel)
+        #expect(recorder.events == ["read 700", "complete"])
+        try await Self.close(channel)
+    }
+
     @Test func aReadAskedForInReadCompleteIsServedWithoutNesting() async throws {
         let transfers = TestTransfers()
         let recorder = Recorder(readsAgain: true)

@@ -105,8 +105,9 @@ public struct OpenedByteStream: Sendable {
     /// Starts a new stream on the same open transport (see ``renew(building:)``); `nil` when
     /// the transport cannot.
     public let renewal: StreamRenewal?
-    /// The kernel's send queue under the channel, when the transport knows its descriptor: what
-    /// the device has not taken yet of the bytes that left the channel's own buffer.
+    /// The kernel's send queue under the channel, when the transport knows its descriptor (or a
+    /// count of its own, for USB: the bytes in OUT transfers not back yet): what the device has
+    /// not taken yet of the bytes that left the channel's own buffer.
     public let sendQueue: KernelSendQueue?
 
     /// A stream open on `channel`.
@@ -119,7 +120,8 @@ public struct OpenedByteStream: Sendable {
     ///     closing the channel releases everything.
     ///   - renewal: starts a new, clean stream on the same channel (a session layer's restart
     ///     in band); `nil` when the only way to a clean stream is to close and open again.
-    ///   - sendQueue: the kernel's send queue of the descriptor the channel writes to.
+    ///   - sendQueue: the kernel's send queue of the descriptor the channel writes to (or the
+    ///     transport's own count).
     public init(
         channel: any Channel,
         diagnostics: @escaping @Sendable () async -> String? = { nil },

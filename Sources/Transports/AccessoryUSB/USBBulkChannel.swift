@@ -9,7 +9,9 @@ import Synchronization
 /// It behaves as NIO's pipe channel does for the layers above: reads only when asked (or with
 /// `autoRead`), delivers what arrived before the end and then closes with `ChannelError.eof`,
 /// fails writes after the close, and turns unwritable above its high water mark. It cannot half
-/// close, bind or connect.
+/// close, bind or connect. Unlike a socket, a close cancels the transfers in flight: bytes of a
+/// write whose promise succeeded may not reach the device (a write's promise means its bytes
+/// are in a submitted transfer, as a socket's means they are in the kernel's buffer).
 ///
 /// `@unchecked Sendable`: like NIO's own channels, every stored `var` is read and written only on
 /// `eventLoop` (each entry point either asserts it or hops there first), and the two properties
@@ -65,6 +67,7 @@ final class USBBulkChannel: @unchecked Sendable {
         self.pipeline.syncOperations.fireChannelActive()
         guard self.lifecycle == .active else { return }
         if self.autoRead { self.pipeline.syncOperations.read() }
+        self.updateWritability()  // writes made before may have passed the high mark
         self.writeOut()
         self.deliverInputs()
     }
@@ -199,9 +202,9 @@ extension USBBulkChannel: ChannelCore {
     /// elsewhere on the next task of the event loop.
     func read0() {
         self.eventLoop.preconditionInEventLoop()
-        guard self.lifecycle == .active else { return }
-        self.readPending = true
-        guard !self.delivering, !self.deliveryScheduled else { return }
+        guard self.lifecycle != .closed else { return }
+        self.readPending = true  // before `activate()`, kept for it (as NIO keeps it)
+        guard self.lifecycle == .active, !self.delivering, !self.deliveryScheduled else { return }
         self.deliveryScheduled = true
         self.eventLoop.execute {
             self.deliveryScheduled = false

@@ -47,8 +47,10 @@ final class USBLinkBridge: Sendable {
         /// Bytes in OUT transfers submitted and not back yet: what the device has not taken.
         var outputBytesInFlight = 0
         /// Since when OUT transfers have waited without one coming back: the write timeout
-        /// counts from here (`nil` while none is in flight).
-        var outputWaitingSince: ContinuousClock.Instant?
+        /// counts from here (`nil` while none is in flight). On the suspending clock, as
+        /// libusb's own timeouts are (CLOCK_MONOTONIC): a host asleep is not a device that
+        /// stopped reading.
+        var outputWaitingSince: SuspendingClock.Instant?
         var haltedEndpoint: UInt8?
         /// Bytes the device has taken from OUT transfers: while 0, a stall is carried on from.
         var outputBytesSent = 0
@@ -248,9 +250,8 @@ final class USBLinkBridge: Sendable {
             problem =
                 "endpoint 0x\(String(endpoint, radix: 16)) of \(self.name) stalled while \(direction) it; the halt was cleared and the link must be reopened"
             halted = endpoint
-        case LIBUSB_TRANSFER_TIMED_OUT:
-            problem =
-                "\(direction) \(self.name) timed out after \(self.policy.writeTimeoutMilliseconds) ms (the device stopped reading)"
+        case LIBUSB_TRANSFER_TIMED_OUT:  // not asked for (no libusb timeouts: `checkWriteProgress`)
+            problem = "\(direction) \(self.name) timed out (LIBUSB_TRANSFER_TIMED_OUT)"
         case LIBUSB_TRANSFER_OVERFLOW:
             problem = "the device \(self.name) sent more than was asked for (LIBUSB_TRANSFER_OVERFLOW)"
         default:
@@ -351,7 +352,7 @@ final class USBLinkBridge: Sendable {
         let limit = self.policy.writeTimeoutMilliseconds
         guard limit > 0,
             let since = self.state.withLock({ $0.outputWaitingSince }),
-            ContinuousClock.now - since > .milliseconds(Int64(limit))
+            SuspendingClock.now - since > .milliseconds(Int64(limit))
         else { return }
         self.fail("writing to \(self.name) timed out after \(limit) ms (the device stopped reading)")
     }

@@ -14,7 +14,8 @@ public struct USBTransferPolicy: Sendable, Hashable {
     public var zeroLengthPackets: Bool
     /// How long OUT transfers may wait without the device taking one before the link fails, in
     /// milliseconds (0: forever). It counts from the last transfer the device took, not from each
-    /// transfer's submission, so however many wait, a device that reads slowly is not timed out.
+    /// transfer's submission, so however many wait, a device that takes one transfer (16 KiB by
+    /// default) per timeout is not timed out; a slower one is.
     public var writeTimeoutMilliseconds: UInt32
 
     /// A policy; the defaults are 16 KiB transfers, 8 in flight each way, zero-length packets on

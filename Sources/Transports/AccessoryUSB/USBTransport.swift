@@ -14,7 +14,7 @@ import NIOPosix
 /// Each ``open(on:configure:)`` finds the device (by VID:PID, and serial number or port path if
 /// given), picks a qualifying interface, detaches its kernel driver (re-attached on release),
 /// claims it, selects its alternate setting (which also tells a FunctionFS accessory that a new
-/// link starts) and carries its bulk IN/OUT pair as a NIO channel of its own (``USBBulkChannel``):
+/// link starts) and carries its bulk IN/OUT pair as a NIO channel of its own (`USBBulkChannel`):
 /// writes are copied into OUT transfers and completed IN transfers become reads on the event
 /// loop. Several transfers stay in flight each way.
 ///
