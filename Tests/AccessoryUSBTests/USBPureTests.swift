@@ -134,6 +134,8 @@ struct USBQuirksTests {
         try quirks.set("reset-on-open", to: "yes")
         try quirks.set("init-delay", to: "0.25")
         try quirks.set("transfers-in-flight", to: "12")
+        try quirks.set("write-timeout", to: "2.5")
+        #expect(quirks.writeTimeout == .milliseconds(2500))
         #expect(quirks.resetOnOpen == true)
         #expect(quirks.initDelay == .milliseconds(250))
         #expect(quirks.zeroLengthPackets == false)
@@ -152,6 +154,12 @@ struct USBQuirksTests {
         #expect(configuration.resetOnOpen)
         #expect(configuration.initDelay == .milliseconds(250))
         #expect(configuration.transfers.transfersInFlight == 12)
+        #expect(configuration.transfers.writeTimeoutMilliseconds == 2500)
+
+        var never = USBQuirks()
+        try never.set("write-timeout", to: "0")
+        #expect(never.applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == 0)
+        #expect(USBQuirks().applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == 30_000)
     }
 
     @Test func badValuesAreErrorsThatNameTheKey() {
@@ -159,7 +167,7 @@ struct USBQuirksTests {
         let bad = [
             ("zlp", "maybe"), ("max-transfer-size", "12"), ("max-transfer-size", "١٠٠"), ("claim-delay", "-1"),
             ("init-delay", "61"), ("init-delay", "nan"), ("reset-on-open", "2"), ("transfers-in-flight", "0"),
-            ("transfers-in-flight", "33"),
+            ("transfers-in-flight", "33"), ("write-timeout", "-1"), ("write-timeout", "3601"), ("write-timeout", "inf"),
             ("max-interfaces", "0"), ("interface-class", "ff"), ("speed", "fast"),
         ]
         for (key, value) in bad {

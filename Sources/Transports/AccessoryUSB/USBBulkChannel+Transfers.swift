@@ -22,7 +22,7 @@ extension USBBulkChannel: USBLinkBridgeSink {
         self.freeOutputs += self.bridge.takeFreeOutputs()
         while self.outbound.hasFlushedWrites {
             guard let slot = self.freeOutputs.first else { break }
-            let (count, written, writability) = self.outbound.fill(
+            let (count, written) = self.outbound.fill(
                 UnsafeMutableRawBufferPointer(start: slot.buffer, count: slot.capacity)
             )
             if count > 0 {
@@ -40,7 +40,7 @@ extension USBBulkChannel: USBLinkBridgeSink {
                     return
                 }
             }
-            _ = writability  // applied by state below: a promise's callback may write again
+            // Writability is synced after the promises: a promise's callback may write again.
             for promise in written { promise.succeed(()) }
             self.updateWritability()
             guard self.lifecycle == .active else { return }  // a promise's callback closed it

@@ -185,7 +185,7 @@ extension USBBulkChannel: ChannelCore {
             promise?.fail(ChannelError.operationUnsupported)  // a FileRegion: a socket's business
             return
         }
-        _ = self.outbound.append(buffer, promise: promise)
+        self.outbound.append(buffer, promise: promise)
         self.updateWritability()
     }
 

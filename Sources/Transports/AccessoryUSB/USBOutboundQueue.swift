@@ -6,13 +6,6 @@ import NIOCore
 /// ``fill(_:)`` and submits it; this type keeps the order, the flush mark, the promises and the
 /// channel's writability.
 struct USBOutboundQueue {
-    /// What a change in the buffered bytes did to the channel's writability.
-    enum WritabilityChange: Equatable {
-        case unchanged
-        case becameWritable
-        case becameUnwritable
-    }
-
     private var writes = CircularBuffer<(buffer: ByteBuffer, promise: EventLoopPromise<Void>?)>()
     /// How many writes, from the front, a flush has released.
     private var flushedWrites = 0
@@ -22,17 +15,19 @@ struct USBOutboundQueue {
     private(set) var flushedBytes = 0
     /// Whether the channel takes more writes without going over its high water mark.
     private(set) var isWritable = true
-    /// NIO's default marks (32 and 64 KiB), as a socket channel has them.
+    /// NIO's default marks (32 and 64 KiB), as a socket channel has them. (128 and 256 KiB, with
+    /// the file read ahead as well, made uploads over USB no faster in the QEMU guest:
+    /// docs/performance.md.)
     var waterMark = ChannelOptions.Types.WriteBufferWaterMark(low: 32 * 1024, high: 64 * 1024)
 
     /// Whether a flushed write waits (an empty one too: its promise is owed).
     var hasFlushedWrites: Bool { self.flushedWrites > 0 }
 
     /// Holds `buffer` until a flush releases it.
-    mutating func append(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?) -> WritabilityChange {
+    mutating func append(_ buffer: ByteBuffer, promise: EventLoopPromise<Void>?) {
         self.writes.append((buffer, promise))
         self.bufferedBytes += buffer.readableBytes
-        return self.updateWritability()
+        self.updateWritability()
     }
 
     /// Releases every write held so far to ``fill(_:)``.
@@ -42,11 +37,10 @@ struct USBOutboundQueue {
     }
 
     /// Copies flushed bytes, in order, into `destination` (at most its count). Returns how many
-    /// were copied, the promises of the writes now wholly copied (an empty write's too), and what
-    /// that did to writability.
+    /// were copied and the promises of the writes now wholly copied (an empty write's too).
     mutating func fill(
         _ destination: UnsafeMutableRawBufferPointer
-    ) -> (count: Int, written: [EventLoopPromise<Void>], writability: WritabilityChange) {
+    ) -> (count: Int, written: [EventLoopPromise<Void>]) {
         var count = 0
         var written: [EventLoopPromise<Void>] = []
         while self.flushedWrites > 0 {
@@ -67,7 +61,8 @@ struct USBOutboundQueue {
         }
         self.bufferedBytes -= count
         self.flushedBytes -= count
-        return (count, written, self.updateWritability())
+        self.updateWritability()
+        return (count, written)
     }
 
     /// Takes every write held (the channel closed): their promises, to fail.
@@ -80,16 +75,14 @@ struct USBOutboundQueue {
         return promises
     }
 
-    /// NIO's rule: unwritable above the high mark, writable again below the low one.
-    private mutating func updateWritability() -> WritabilityChange {
+    /// NIO's rule: unwritable above the high mark, writable again below the low one. The channel
+    /// reads ``isWritable`` after each change and tells its pipeline when it differs from what
+    /// the pipeline was last told.
+    private mutating func updateWritability() {
         if self.isWritable && self.bufferedBytes > self.waterMark.high {
             self.isWritable = false
-            return .becameUnwritable
-        }
-        if !self.isWritable && self.bufferedBytes < self.waterMark.low {
+        } else if !self.isWritable && self.bufferedBytes < self.waterMark.low {
             self.isWritable = true
-            return .becameWritable
         }
-        return .unchanged
     }
 }

@@ -11,6 +11,7 @@ import AccessoryTransport
 /// max-interfaces = 1
 /// reset-on-open = yes
 /// init-delay = 0.5
+/// write-timeout = 30
 /// ```
 public struct USBQuirks: Sendable, Hashable {
     /// Send a zero-length packet after writes that fill whole packets (`zlp`, default on).
@@ -36,6 +37,9 @@ public struct USBQuirks: Sendable, Hashable {
     /// How long to wait after opening (and resetting) the device before claiming it
     /// (`init-delay`, written in seconds, with millisecond precision).
     public var initDelay: Duration?
+    /// How long writes may wait without the device taking a transfer before the link fails
+    /// (`write-timeout`, written in seconds with millisecond precision; 0 waits forever).
+    public var writeTimeout: Duration?
 
     /// No quirks: every setting is `nil`, so the transport's own defaults apply.
     public init() {}
@@ -43,7 +47,7 @@ public struct USBQuirks: Sendable, Hashable {
     /// The keys a `[usb VID:PID]` section accepts.
     public static let keys = [
         "zlp", "max-transfer-size", "claim-delay", "title-case-headers", "max-interfaces", "interface-class",
-        "reset-on-open", "init-delay", "transfers-in-flight",
+        "reset-on-open", "init-delay", "transfers-in-flight", "write-timeout",
     ]
 
     /// Sets one `key = value` line of a `[usb VID:PID]` section.
@@ -68,6 +72,11 @@ public struct USBQuirks: Sendable, Hashable {
             }
             let delay = Duration.milliseconds(Int((seconds * 1000).rounded()))
             if key == "claim-delay" { self.claimDelay = delay } else { self.initDelay = delay }
+        case "write-timeout":
+            guard let seconds = Double(value), seconds >= 0, seconds <= 3600 else {
+                throw USBQuirkError("write-timeout must be seconds from 0 (never) to 3600, not \"\(value)\"")
+            }
+            self.writeTimeout = .milliseconds(Int((seconds * 1000).rounded()))
         case "transfers-in-flight":
             guard value.allSatisfy(\.isASCII), let count = Int(value), count >= 1, count <= 32 else {
                 throw USBQuirkError("transfers-in-flight must be a number from 1 to 32, not \"\(value)\"")
@@ -102,6 +111,9 @@ public struct USBQuirks: Sendable, Hashable {
         if let zlp = self.zeroLengthPackets { policy.zeroLengthPackets = zlp }
         if let size = self.maxTransferSize { policy.maxTransferSize = size }
         if let count = self.transfersInFlight { policy.transfersInFlight = count }
+        if let timeout = self.writeTimeout {
+            policy.writeTimeoutMilliseconds = UInt32(timeout / .milliseconds(1))
+        }
         return policy
     }
 
