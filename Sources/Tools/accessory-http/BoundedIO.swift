@@ -115,6 +115,17 @@ struct BoundedWriter: Sendable {
         deadline: ContinuousClock.Instant? = nil,
         stopWaiting: (() -> Bool)? = nil
     ) throws(BoundedIOError) {
+        var written = 0
+        try self.write(bytes, deadline: deadline, stopWaiting: stopWaiting, written: &written)
+    }
+
+    /// The same, counting in `written` the bytes that went out, also when it throws.
+    func write(
+        _ bytes: UnsafeRawBufferPointer,
+        deadline: ContinuousClock.Instant?,
+        stopWaiting: (() -> Bool)?,
+        written total: inout Int
+    ) throws(BoundedIOError) {
         guard var base = bytes.baseAddress else { return }
         var remaining = bytes.count
         while remaining > 0 {
@@ -131,6 +142,7 @@ struct BoundedWriter: Sendable {
             }
             remaining -= written
             base += written
+            total += written
         }
     }
 }

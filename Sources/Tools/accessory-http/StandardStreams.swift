@@ -39,24 +39,37 @@ enum StandardError {
         Self.writing.withLock { _ in
             var text = text
             let cutShort = Self.state.withLock { $0.cutShort }
-            if cutShort && !text.hasPrefix("\n") { text = "\n" + text }
+            let newLine = cutShort && !text.hasPrefix("\n")
+            if newLine { text = "\n" + text }
             let started = ContinuousClock.now
             let limit = { () -> ContinuousClock.Instant? in
                 Self.state.withLock { $0.limit }.map { max($0, started + grace) }
             }
             let deadline = limit()
-            let written: Bool = text.withUTF8 { bytes in
+            var count = 0
+            let whole: Bool = text.withUTF8 { bytes in
                 do {
                     // The limit is read again while waiting: a signal may come in the middle.
-                    try Self.writer.write(UnsafeRawBufferPointer(bytes), deadline: deadline) {
-                        limit().map { ContinuousClock.now >= $0 } ?? false
-                    }
+                    try Self.writer.write(
+                        UnsafeRawBufferPointer(bytes),
+                        deadline: deadline,
+                        stopWaiting: { limit().map { ContinuousClock.now >= $0 } ?? false },
+                        written: &count
+                    )
                     return true
                 } catch {
                     return false
                 }
             }
-            Self.state.withLock { $0.cutShort = !written }
+            // Stderr's last line is cut short only when part of this text went out (beyond the
+            // new line that ended the one cut before); a text of which nothing went out leaves
+            // it as it was.
+            let ownBytes = count - (newLine ? 1 : 0)
+            if whole || (ownBytes == 0 && newLine) {
+                Self.state.withLock { $0.cutShort = false }
+            } else if ownBytes > 0 {
+                Self.state.withLock { $0.cutShort = true }
+            }
         }
     }
 
