@@ -160,6 +160,18 @@ struct USBQuirksTests {
         try never.set("write-timeout", to: "0")
         #expect(never.applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == 0)
         #expect(USBQuirks().applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == 30_000)
+        // Shorter than a millisecond is the shortest timeout, not "never"; out-of-range values
+        // set through the property are clamped.
+        var tiny = USBQuirks()
+        try tiny.set("write-timeout", to: "0.0001")
+        #expect(tiny.applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == 1)
+        var odd = USBQuirks()
+        odd.writeTimeout = .seconds(-5)
+        #expect(odd.applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == 0)
+        odd.writeTimeout = .seconds(Int64.max)
+        #expect(odd.applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == .max)
+        odd.writeTimeout = .seconds(3600)
+        #expect(odd.applied(to: USBTransferPolicy()).writeTimeoutMilliseconds == 3_600_000)
     }
 
     @Test func badValuesAreErrorsThatNameTheKey() {

@@ -17,60 +17,15 @@ import Synchronization
 /// line too: only the limit ends the wait). Before 2026-12-07 a `-v` trace into a pipe nobody
 /// read blocked the link's event loop for ever: past `--timeout`, and past SIGTERM.
 enum StandardError {
-    private struct State {
-        /// When writes stop waiting for room; `nil`: never.
-        var limit: ContinuousClock.Instant?
-        /// The last write stopped before its end: the next one starts on a line of its own.
-        var cutShort = false
-    }
-
     /// Opened on first use.
-    private static let writer = BoundedWriter.reopening(2)
-    private static let state = Mutex(State())
-    /// One write at a time: a non-blocking descriptor takes part of a line when it is nearly
-    /// full, and another thread's line must not land in the middle of it.
-    private static let writing = Mutex(())
+    private static let lines = LineWriter(BoundedWriter.reopening(2))
 
     /// Writes `text`; a failure is ignored: there is nowhere left to report it.
     ///
     /// - Parameter grace: for the run's last message, how long past the limit it may still wait
     ///   (a reader that is slow but there, such as `less`, still gets it).
     static func write(_ text: String, grace: Duration = .zero) {
-        Self.writing.withLock { _ in
-            var text = text
-            let cutShort = Self.state.withLock { $0.cutShort }
-            let newLine = cutShort && !text.hasPrefix("\n")
-            if newLine { text = "\n" + text }
-            let started = ContinuousClock.now
-            let limit = { () -> ContinuousClock.Instant? in
-                Self.state.withLock { $0.limit }.map { max($0, started + grace) }
-            }
-            let deadline = limit()
-            var count = 0
-            let whole: Bool = text.withUTF8 { bytes in
-                do {
-                    // The limit is read again while waiting: a signal may come in the middle.
-                    try Self.writer.write(
-                        UnsafeRawBufferPointer(bytes),
-                        deadline: deadline,
-                        stopWaiting: { limit().map { ContinuousClock.now >= $0 } ?? false },
-                        written: &count
-                    )
-                    return true
-                } catch {
-                    return false
-                }
-            }
-            // Stderr's last line is cut short only when part of this text went out (beyond the
-            // new line that ended the one cut before); a text of which nothing went out leaves
-            // it as it was.
-            let ownBytes = count - (newLine ? 1 : 0)
-            if whole || (ownBytes == 0 && newLine) {
-                Self.state.withLock { $0.cutShort = false }
-            } else if ownBytes > 0 {
-                Self.state.withLock { $0.cutShort = true }
-            }
-        }
+        Self.lines.write(text, grace: grace)
     }
 
     /// How long past the limit the run's last message (the error, "interrupted") may still wait
@@ -79,7 +34,7 @@ enum StandardError {
 
     /// Waits for stderr's reader no later than `deadline` (the run's `--timeout`).
     static func waitNoLongerThan(_ deadline: ContinuousClock.Instant) {
-        Self.state.withLock { state in state.limit = min(state.limit ?? deadline, deadline) }
+        Self.lines.waitNoLongerThan(deadline)
     }
 
     /// Waits for stderr's reader no more: the run was told to stop (SIGINT, SIGTERM).

@@ -67,16 +67,12 @@ public struct USBQuirks: Sendable, Hashable {
             }
             self.maxTransferSize = size
         case "claim-delay", "init-delay":
-            guard let seconds = Double(value), seconds >= 0, seconds <= 60 else {
-                throw USBQuirkError("\(key) must be seconds from 0 to 60, not \"\(value)\"")
-            }
-            let delay = Duration.milliseconds(Int((seconds * 1000).rounded()))
+            let delay = try Self.milliseconds(key, value, upTo: 60, range: "from 0 to 60")
             if key == "claim-delay" { self.claimDelay = delay } else { self.initDelay = delay }
         case "write-timeout":
-            guard let seconds = Double(value), seconds >= 0, seconds <= 3600 else {
-                throw USBQuirkError("write-timeout must be seconds from 0 (never) to 3600, not \"\(value)\"")
-            }
-            self.writeTimeout = .milliseconds(Int((seconds * 1000).rounded()))
+            let timeout = try Self.milliseconds(key, value, upTo: 3600, range: "from 0 (never) to 3600")
+            // A timeout too short to count in milliseconds is the shortest one, not "never".
+            self.writeTimeout = timeout == .zero && Double(value) != 0 ? .milliseconds(1) : timeout
         case "transfers-in-flight":
             guard value.allSatisfy(\.isASCII), let count = Int(value), count >= 1, count <= 32 else {
                 throw USBQuirkError("transfers-in-flight must be a number from 1 to 32, not \"\(value)\"")
@@ -112,9 +108,28 @@ public struct USBQuirks: Sendable, Hashable {
         if let size = self.maxTransferSize { policy.maxTransferSize = size }
         if let count = self.transfersInFlight { policy.transfersInFlight = count }
         if let timeout = self.writeTimeout {
-            policy.writeTimeoutMilliseconds = UInt32(timeout / .milliseconds(1))
+            // Whole milliseconds, clamped to what the policy holds: the property is public, so
+            // any value may come.
+            let (seconds, attoseconds) = timeout.components
+            let bounded = min(max(seconds, 0), Int64(UInt32.max) / 1000 + 1)
+            policy.writeTimeoutMilliseconds = UInt32(
+                clamping: bounded * 1000 + attoseconds / 1_000_000_000_000_000
+            )
         }
         return policy
+    }
+
+    /// Seconds, written with up to millisecond precision, from 0 to `limit`.
+    private static func milliseconds(
+        _ key: String,
+        _ value: String,
+        upTo limit: Double,
+        range: String
+    ) throws(USBQuirkError) -> Duration {
+        guard let seconds = Double(value), seconds >= 0, seconds <= limit else {
+            throw USBQuirkError("\(key) must be seconds \(range), not \"\(value)\"")
+        }
+        return .milliseconds(Int((seconds * 1000).rounded()))
     }
 
     private static func boolean(_ key: String, _ value: String) throws(USBQuirkError) -> Bool {
