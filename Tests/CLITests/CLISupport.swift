@@ -116,6 +116,8 @@ struct RunResult: CustomStringConvertible {
     var timedOut: Bool
     /// True if the child was killed by a signal rather than exiting.
     var signaled: Bool
+    /// What the child's threads were doing when it ran past its limit (``HungProcessReport``).
+    var hungState = ""
 
     var stdoutText: String { String(decoding: self.stdout, as: UTF8.self) }
 
@@ -127,6 +129,7 @@ struct RunResult: CustomStringConvertible {
         "status \(self.status)\(self.signaled ? " (signal)" : "")\(self.timedOut ? " TIMED OUT" : ""), "
             + "\(self.elapsed), stdout \(self.stdout.count) bytes: \(String(self.stdoutText.prefix(300)).debugDescription)\n"
             + "stderr: \(String(self.stderr.prefix(2000)))"
+            + (self.hungState.isEmpty ? "" : "\nits threads before it was killed:\n\(self.hungState)")
     }
 }
 
@@ -282,7 +285,9 @@ final class Child: @unchecked Sendable {
     /// Waits up to `timeout` seconds for the child to exit; past that, kills it and reports a timeout.
     func finish(timeout: Double) async -> RunResult {
         var exitedInTime = await self.exited.wait(timeout: timeout)
+        var hungState = ""
         if !exitedInTime {
+            hungState = HungProcessReport.describe(self.pid)
             // Timed out: kill it and give it a moment to be reaped.
             _ = kill(self.pid, SIGKILL)
             for _ in 0..<200 where self.process.isRunning { try? await Task.sleep(for: .milliseconds(10)) }
@@ -298,7 +303,8 @@ final class Child: @unchecked Sendable {
             stderr: String(decoding: stderr, as: UTF8.self),
             elapsed: elapsed,
             timedOut: !exitedInTime,
-            signaled: !running && self.process.terminationReason == .uncaughtSignal
+            signaled: !running && self.process.terminationReason == .uncaughtSignal,
+            hungState: hungState
         )
     }
 }
