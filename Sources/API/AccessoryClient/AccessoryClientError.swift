@@ -79,7 +79,7 @@ public struct AccessoryClientError: AccessoryError {
             case .responseBodyTooLarge: code = .responseTooLarge
             case .responseTooLarge: code = .protocolError
             case .linkClosed, .transportFailed: code = .transportFailed
-            case .idleTimeout, .exchangeTimeout, .openTimeout: code = .timedOut
+            case .idleTimeout, .writeTimeout, .exchangeTimeout, .openTimeout: code = .timedOut
             case .requestBodyFailed: code = .requestBodyFailed
             case .cancelled: code = .cancelled
             case .shutDown: code = .shutDown

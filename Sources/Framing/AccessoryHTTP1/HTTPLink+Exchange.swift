@@ -169,6 +169,11 @@ extension HTTPLink {
             return error
         }
         switch linkError.code {
+        case .linkClosed where connection.stream.endCause?.code == .writeTimedOut:
+            // The transport ended the link, not the device: say so, as the timeout it was.
+            let cause = connection.stream.endCause ?? TransportError(.writeTimedOut, "the device stopped reading")
+            let facts = await connection.stream.diagnostics(until: deadline) ?? cause.message
+            return HTTPLinkError(.writeTimeout, facts, underlying: cause)
         case .linkClosed, .malformedResponse, .idleTimeout:
             return HTTPLinkError.appendingDiagnostics(linkError, await connection.stream.diagnostics(until: deadline))
         default:

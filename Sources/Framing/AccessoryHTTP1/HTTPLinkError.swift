@@ -23,6 +23,11 @@ public struct HTTPLinkError: AccessoryError {
         public static let linkClosed = Code(rawValue: "link-closed")
         /// The device sent nothing for longer than the idle timeout while a response was due.
         public static let idleTimeout = Code(rawValue: "idle-timeout")
+        /// The transport ended the link because the device took nothing written to it for
+        /// longer than the transport's write timeout: it stopped reading (a USB device whose OUT
+        /// transfers did not come back). `underlying` is the `TransportError`
+        /// (`write-timed-out`) the transport ended the stream with.
+        public static let writeTimeout = Code(rawValue: "write-timeout")
         /// The whole exchange took longer than allowed.
         public static let exchangeTimeout = Code(rawValue: "exchange-timeout")
         /// Opening the byte stream pair did not finish in time.
@@ -59,7 +64,7 @@ public struct HTTPLinkError: AccessoryError {
     /// Whether retrying the same request on a fresh link could reasonably succeed.
     public var isTransient: Bool {
         switch self.code {
-        case .linkClosed, .idleTimeout, .strayBytes, .openTimeout: return true
+        case .linkClosed, .idleTimeout, .writeTimeout, .strayBytes, .openTimeout: return true
         default: return false
         }
     }

@@ -101,6 +101,7 @@ public struct OpenedByteStream: Sendable {
     /// The NIO channel that carries the stream; closing it ends the stream.
     public let channel: any Channel
     private let diagnosticsProvider: @Sendable () async -> String?
+    private let endCauseProvider: @Sendable () -> TransportError?
     private let releasedProvider: (@Sendable () async -> Void)?
     /// Starts a new stream on the same open transport (see ``renew(building:)``); `nil` when
     /// the transport cannot.
@@ -122,15 +123,20 @@ public struct OpenedByteStream: Sendable {
     ///     in band); `nil` when the only way to a clean stream is to close and open again.
     ///   - sendQueue: the kernel's send queue of the descriptor the channel writes to (or the
     ///     transport's own count).
+    ///   - endCause: the transport's own finding that ended the stream, once it has (a USB
+    ///     write timeout: ``TransportError/Code/writeTimedOut``); `nil` while the stream is open
+    ///     or when it ended for another reason (the device closed it, an unplug).
     public init(
         channel: any Channel,
         diagnostics: @escaping @Sendable () async -> String? = { nil },
         released: (@Sendable () async -> Void)? = nil,
         renewal: StreamRenewal? = nil,
-        sendQueue: KernelSendQueue? = nil
+        sendQueue: KernelSendQueue? = nil,
+        endCause: @escaping @Sendable () -> TransportError? = { nil }
     ) {
         self.channel = channel
         self.diagnosticsProvider = diagnostics
+        self.endCauseProvider = endCause
         self.releasedProvider = released
         self.renewal = renewal
         self.sendQueue = sendQueue
@@ -144,7 +150,8 @@ public struct OpenedByteStream: Sendable {
             diagnostics: self.diagnosticsProvider,
             released: self.releasedProvider,
             renewal: renewal,
-            sendQueue: self.sendQueue
+            sendQueue: self.sendQueue,
+            endCause: self.endCauseProvider
         )
     }
 
@@ -154,6 +161,10 @@ public struct OpenedByteStream: Sendable {
         try? await self.channel.closeFuture.get()
         await self.releasedProvider?()
     }
+
+    /// The transport's own finding that ended the stream (a USB write timeout), if it ended it:
+    /// the HTTP link reports that finding's kind (a timeout, not "the device closed the link").
+    public var endCause: TransportError? { self.endCauseProvider() }
 
     /// Facts about why the stream ended, if the transport knows any (it may wait briefly for a
     /// child process to exit). `nil` when there is nothing to add.

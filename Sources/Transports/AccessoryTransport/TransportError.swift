@@ -29,6 +29,10 @@ public struct TransportError: AccessoryError, Hashable {
         /// The USB device does not speak Android Open Accessory (GET_PROTOCOL failed or
         /// answered 0), so it cannot be switched into accessory mode.
         public static let accessoryModeUnsupported = Code(rawValue: "accessory-mode-unsupported")
+        /// The device took nothing of what was written for longer than the transport's write
+        /// timeout, and the transport ended the stream: it stopped reading (a USB device whose
+        /// OUT transfers did not come back; the `write-timeout` quirk key sets the time).
+        public static let writeTimedOut = Code(rawValue: "write-timed-out")
     }
 
     public let code: Code

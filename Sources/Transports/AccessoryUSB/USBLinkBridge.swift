@@ -34,6 +34,8 @@ final class USBLinkBridge: Sendable {
     struct State {
         var closing = false
         var failure: String?
+        /// The failure was the write timeout (``checkWriteProgress()``): the stream's end cause.
+        var failedByWriteTimeout = false
         var inFlight = 0
         /// IN transfers back from the device that the channel has not taken yet, in order.
         var completedInputs: [TransferSlot] = []
@@ -93,6 +95,14 @@ final class USBLinkBridge: Sendable {
 
     /// Why the link ended, if it failed.
     var failure: String? { self.state.withLock { $0.failure } }
+
+    /// The stream's end cause for the HTTP link, when the bridge ended it by its write timeout.
+    var endCause: TransportError? {
+        self.state.withLock { state in
+            guard state.failedByWriteTimeout, let failure = state.failure else { return nil }
+            return TransportError(.writeTimedOut, failure)
+        }
+    }
 
     /// Whether the device has sent nothing on this link yet.
     var receivedNothing: Bool { self.state.withLock { $0.inputBytesReceived == 0 } }
@@ -304,11 +314,15 @@ final class USBLinkBridge: Sendable {
 
     /// Ends the link: records `reason` (nil: an orderly close by the HTTP side), cancels every
     /// transfer and tells the channel. Only the first call counts.
-    func fail(_ reason: String?) {
+    func fail(_ reason: String?) { self.end(reason, byWriteTimeout: false) }
+
+    /// ``fail(_:)``, saying whether it was the write timeout (the stream's end cause).
+    private func end(_ reason: String?, byWriteTimeout: Bool) {
         let ended: (pending: [TransferSlot], sink: (any USBLinkBridgeSink)?)? = self.state.withLock { state in
             guard !state.closing else { return nil }
             state.closing = true
             state.failure = reason
+            state.failedByWriteTimeout = byWriteTimeout && reason != nil
             return (state.slots.filter(\.submitted), state.sink)
         }
         guard let ended else { return }
@@ -354,7 +368,10 @@ final class USBLinkBridge: Sendable {
             let since = self.state.withLock({ $0.outputWaitingSince }),
             SuspendingClock.now - since > .milliseconds(Int64(limit))
         else { return }
-        self.fail("writing to \(self.name) timed out after \(limit) ms (the device stopped reading)")
+        self.end(
+            "writing to \(self.name) timed out after \(limit) ms (the device stopped reading)",
+            byWriteTimeout: true
+        )
     }
 
     /// Runs once every transfer is back after the end.

@@ -144,7 +144,8 @@ public struct USBTransport: ByteStreamTransport {
             released: { try? await released.futureResult.get() },
             // What the device has not taken: the bytes in OUT transfers not back yet (the
             // channel's own buffer is `bufferedWritableBytes`).
-            sendQueue: KernelSendQueue(counting: { bridge.outputBytesInFlight })
+            sendQueue: KernelSendQueue(counting: { bridge.outputBytesInFlight }),
+            endCause: { bridge.endCause }
         )
     }
 
