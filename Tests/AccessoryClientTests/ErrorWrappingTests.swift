@@ -15,6 +15,7 @@ import Testing
         (.linkClosed, .transportFailed),
         (.transportFailed, .transportFailed),
         (.idleTimeout, .timedOut),
+        (.writeTimeout, .timedOut),
         (.exchangeTimeout, .timedOut),
         (.openTimeout, .timedOut),
         (.requestBodyFailed, .requestBodyFailed),

@@ -2,46 +2,7 @@ import AccessoryHTTP1
 import AccessoryTestSupport
 import AccessoryTransport
 import NIOCore
-import Synchronization
 import Testing
-
-/// A transport that ends its first stream itself, `after` it opened, with a write timeout as the
-/// stream's end cause: what the USB bridge's watchdog does when the device takes none of the
-/// OUT transfers for `write-timeout` seconds. Later streams are left alone.
-private struct WatchdogTransport: ByteStreamTransport {
-    let inner: any ByteStreamTransport
-    let after: Duration
-    let opens = Flag()
-    var description: String { "watchdog \(self.inner)" }
-
-    func open(
-        on eventLoop: any EventLoop,
-        configure: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
-    ) async throws -> OpenedByteStream {
-        let stream = try await self.inner.open(on: eventLoop, configure: configure)
-        guard self.opens.raise() else { return stream }
-        let timedOut = Flag()
-        let reason = "writing to the test device timed out after 200 ms (the device stopped reading)"
-        stream.channel.eventLoop.scheduleTask(in: TimeAmount(self.after)) {
-            _ = timedOut.raise()
-            stream.channel.close(promise: nil)
-        }
-        return OpenedByteStream(
-            channel: stream.channel,
-            diagnostics: { timedOut.isRaised ? reason : nil },
-            released: { await stream.waitUntilReleased() },
-            endCause: { timedOut.isRaised ? TransportError(.writeTimedOut, reason) : nil }
-        )
-    }
-}
-
-/// A flag raised once.
-private final class Flag: Sendable {
-    private let value = Atomic<Bool>(false)
-    /// Raises the flag; `true` if this call did.
-    func raise() -> Bool { !self.value.exchange(true, ordering: .acquiringAndReleasing) }
-    var isRaised: Bool { self.value.load(ordering: .acquiring) }
-}
 
 @Suite("A transport's write timeout")
 struct WriteTimeoutTests {
@@ -68,7 +29,7 @@ struct WriteTimeoutTests {
             } throws: { error in
                 guard let error = error as? HTTPLinkError else { return false }
                 return error.code == .writeTimeout && error.isTransient
-                    && error.message.contains("timed out after 200 ms (the device stopped reading)")
+                    && error.message == WatchdogTransport.reason
                     && (error.underlying as? TransportError)?.code == .writeTimedOut
             }
             let took = ContinuousClock.now - started

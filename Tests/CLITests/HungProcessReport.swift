@@ -13,9 +13,8 @@ enum HungProcessReport {
         for process in [pid] + self.descendants(of: pid) {
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(process)/task")) ?? []
             guard !tasks.isEmpty else { continue }
-            lines.append(
-                "process \(process) (\(self.field("/proc/\(process)/cmdline", nulAsSpace: true).prefix(120))):"
-            )
+            // comm, not cmdline: reading cmdline takes the hung process's memory-map lock.
+            lines.append("process \(process) (\(self.field("/proc/\(process)/comm"))):")
             for task in tasks.sorted(by: { (Int($0) ?? 0) < (Int($1) ?? 0) }) {
                 let base = "/proc/\(process)/task/\(task)"
                 let state = self.state(of: base)
@@ -35,10 +34,12 @@ enum HungProcessReport {
             parents[child] = parent
         }
         var found: [Int32] = []
+        var seen: Set<Int32> = [pid]
         var frontier: Set<Int32> = [pid]
         while !frontier.isEmpty {
-            let next = parents.filter { frontier.contains($0.value) }.map(\.key)
+            let next = parents.filter { frontier.contains($0.value) && !seen.contains($0.key) }.map(\.key)
             found += next
+            seen.formUnion(next)
             frontier = Set(next)
         }
         return found
@@ -58,9 +59,8 @@ enum HungProcessReport {
         return stat[stat.index(after: close)...].split(separator: " ").first.map(String.init) ?? "?"
     }
 
-    private static func field(_ path: String, nulAsSpace: Bool = false) -> String {
+    private static func field(_ path: String) -> String {
         guard let data = FileManager.default.contents(atPath: path) else { return "?" }
-        let bytes = nulAsSpace ? data.map { $0 == 0 ? UInt8(ascii: " ") : $0 } : Array(data)
-        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

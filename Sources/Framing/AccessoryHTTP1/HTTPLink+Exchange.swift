@@ -169,11 +169,20 @@ extension HTTPLink {
             return error
         }
         switch linkError.code {
-        case .linkClosed where connection.stream.endCause?.code == .writeTimedOut:
-            // The transport ended the link, not the device: say so, as the timeout it was.
-            let cause = connection.stream.endCause ?? TransportError(.writeTimedOut, "the device stopped reading")
+        case .cancelled, .shutDown, .exchangeTimeout, .invalidRequest, .responseBodyTooLarge:
+            // The caller's own end or limit: whatever the stream did meanwhile is not the story.
+            return linkError
+        default:
+            break
+        }
+        if let cause = connection.stream.endCause, cause.code == .writeTimedOut {
+            // The transport ended the stream, not the device, and that end caused whatever the
+            // link saw (the device closing, or over TLS a truncation): say so, as the timeout it
+            // was. (Had the link closed first, the transport would have recorded no cause.)
             let facts = await connection.stream.diagnostics(until: deadline) ?? cause.message
             return HTTPLinkError(.writeTimeout, facts, underlying: cause)
+        }
+        switch linkError.code {
         case .linkClosed, .malformedResponse, .idleTimeout:
             return HTTPLinkError.appendingDiagnostics(linkError, await connection.stream.diagnostics(until: deadline))
         default:

@@ -14,7 +14,8 @@ enum ExitStatus: Int32 {
     case transport = 69
     /// A local file could not be read or written (EX_IOERR).
     case file = 74
-    /// Opening, the device's silence, or the whole exchange took too long (EX_TEMPFAIL).
+    /// Opening, the device's silence, a USB device taking nothing written to it (its write
+    /// timeout), or the whole exchange took too long (EX_TEMPFAIL).
     case timeout = 75
     /// The device answered with something that is not valid HTTP (EX_PROTOCOL).
     case protocolError = 76
