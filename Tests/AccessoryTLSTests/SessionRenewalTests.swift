@@ -26,47 +26,28 @@ struct SessionRenewalTLSTests {
     /// 8 times: a TLS download of 1 GB abandoned after its first megabyte, then `/status`
     /// answered over a new session and TLS connection on the line opened once.
     @Test func abandonedTLSDownloadsRenewInBand() async throws {
-        let (host, device) = try SocketPairTransport.makeSocketPair()
-        defer {
-            close(host)
-            close(device)
-        }
-        let server = try TLSServerContext(
-            configuration: .server(
-                identity: .pem(
-                    certificateFile: self.certificates.path("server.pem"),
-                    keyFile: self.certificates.path("server.key")
+        try await withTLSResponderOnASharedLine(self.certificates) { host, trust in
+            let client = AccessoryClient(
+                transport: TLSTransport(
+                    wrapping: SessionTransport(wrapping: SharedLineEnd(descriptor: host)),
+                    configuration: .client(serverName: "accessory.local", trust: trust)
                 )
             )
-        )
-        let responder = EmulatedAccessory().makeResponder()
-        let serving = Task {
-            try await responder.serve(transport: SharedLineEnd(descriptor: device)) { channel in
-                [try server.addHandler(to: channel)]
+            for attempt in 1...8 {
+                let received = try await client.abandonLargeDownload()
+                #expect(received >= 1 << 20, "attempt \(attempt)")
+                let started = ContinuousClock.now
+                let (head, body) = try await client.get("/status")
+                #expect(head.status == .ok, "attempt \(attempt)")
+                #expect(String(buffer: body).contains("AH-EMU-1"), "attempt \(attempt)")
+                #expect(
+                    ContinuousClock.now - started < TimeBounds.scaled(.seconds(1)),
+                    "attempt \(attempt): \(ContinuousClock.now - started)"
+                )
             }
+            #expect(client.link.openCount == 1)
+            #expect(client.link.renewalCount == 8)
+            await client.shutdown()
         }
-        defer { serving.cancel() }
-        let trust = TLSTrust(useSystemRoots: false, anchorFiles: [self.certificates.path("ca.pem")], trustStore: nil)
-        let client = AccessoryClient(
-            transport: TLSTransport(
-                wrapping: SessionTransport(wrapping: SharedLineEnd(descriptor: host)),
-                configuration: .client(serverName: "accessory.local", trust: trust)
-            )
-        )
-        for attempt in 1...8 {
-            let received = try await client.abandonLargeDownload()
-            #expect(received >= 1 << 20, "attempt \(attempt)")
-            let started = ContinuousClock.now
-            let (head, body) = try await client.get("/status")
-            #expect(head.status == .ok, "attempt \(attempt)")
-            #expect(String(buffer: body).contains("AH-EMU-1"), "attempt \(attempt)")
-            #expect(
-                ContinuousClock.now - started < TimeBounds.scaled(.seconds(1)),
-                "attempt \(attempt): \(ContinuousClock.now - started)"
-            )
-        }
-        #expect(client.link.openCount == 1)
-        #expect(client.link.renewalCount == 8)
-        await client.shutdown()
     }
 }

@@ -33,69 +33,13 @@ struct WriteTimeoutTLSTests {
         }
     }
 
-    /// TLS straight on the transport (a responder on a unix socket, each open a new connection).
-    @Test func directlyOnTheTransport() async throws {
-        try await withTLSResponder(self.certificates, applicationProtocols: ["http/1.1"]) { path in
-            let trust = TLSTrust(
-                useSystemRoots: false,
-                anchorFiles: [self.certificates.path("ca.pem")],
-                trustStore: nil
-            )
-            // The transport gives up once the handshake is done and the request is out (the
-            // device answers /delay/30 only after 30 s).
-            let watchdog = WatchdogTransport(
-                inner: UnixSocketTransport(path: path),
-                after: TimeBounds.scaled(.milliseconds(500))
-            )
-            let client = AccessoryClient(
-                transport: TLSTransport(
-                    wrapping: watchdog,
-                    configuration: .client(serverName: "accessory.local", trust: trust)
-                )
-            )
-            await Self.expectWriteTimeout { _ = try await client.get("/delay/30") }
-            let started = ContinuousClock.now
-            let (head, body) = try await client.get("/status")
-            #expect(head.status == .ok)
-            #expect(String(buffer: body).contains("AH-EMU-1"))
-            #expect(ContinuousClock.now - started < TimeBounds.scaled(.seconds(2)), "\(ContinuousClock.now - started)")
-            await client.shutdown()
-        }
-    }
-
-    /// TLS inside a session, on a line shared across opens: the next request comes on a new
-    /// session and TLS connection.
-    @Test func insideASession() async throws {
-        let (host, device) = try SocketPairTransport.makeSocketPair()
-        defer {
-            close(host)
-            close(device)
-        }
-        let server = try TLSServerContext(
-            configuration: .server(
-                identity: .pem(
-                    certificateFile: self.certificates.path("server.pem"),
-                    keyFile: self.certificates.path("server.key")
-                )
-            )
-        )
-        let responder = EmulatedAccessory().makeResponder()
-        let serving = Task {
-            try await responder.serve(transport: SharedLineEnd(descriptor: device)) { channel in
-                [try server.addHandler(to: channel)]
-            }
-        }
-        defer { serving.cancel() }
-        let trust = TLSTrust(useSystemRoots: false, anchorFiles: [self.certificates.path("ca.pem")], trustStore: nil)
-        // The transport gives up once the TLS handshake is done and the request is out (the
-        // device answers /delay/30 only after 30 s).
-        let watchdog = WatchdogTransport(
-            inner: SharedLineEnd(descriptor: host),
-            after: TimeBounds.scaled(.milliseconds(500))
-        )
+    /// Through TLS on `transport`: a request the transport gives up on (once the handshake is
+    /// done and the request is out; the device answers /delay/30 only after 30 s) fails as a
+    /// write timeout, and the next one is answered.
+    func timeOutThenAskAgain(_ transport: any ByteStreamTransport, trust: TLSTrust) async throws {
         let client = AccessoryClient(
             transport: TLSTransport(
-                wrapping: SessionTransport(wrapping: watchdog),
+                wrapping: transport,
                 configuration: .client(serverName: "accessory.local", trust: trust)
             )
         )
@@ -106,5 +50,33 @@ struct WriteTimeoutTLSTests {
         #expect(String(buffer: body).contains("AH-EMU-1"))
         #expect(ContinuousClock.now - started < TimeBounds.scaled(.seconds(2)), "\(ContinuousClock.now - started)")
         await client.shutdown()
+    }
+
+    /// TLS straight on the transport (a responder on a unix socket, each open a new connection).
+    @Test func directlyOnTheTransport() async throws {
+        try await withTLSResponder(self.certificates, applicationProtocols: ["http/1.1"]) { path in
+            let trust = TLSTrust(
+                useSystemRoots: false,
+                anchorFiles: [self.certificates.path("ca.pem")],
+                trustStore: nil
+            )
+            let watchdog = WatchdogTransport(
+                inner: UnixSocketTransport(path: path),
+                after: TimeBounds.scaled(.milliseconds(500))
+            )
+            try await self.timeOutThenAskAgain(watchdog, trust: trust)
+        }
+    }
+
+    /// TLS inside a session, on a line shared across opens: the next request comes on a new
+    /// session and TLS connection.
+    @Test func insideASession() async throws {
+        try await withTLSResponderOnASharedLine(self.certificates) { host, trust in
+            let watchdog = WatchdogTransport(
+                inner: SharedLineEnd(descriptor: host),
+                after: TimeBounds.scaled(.milliseconds(500))
+            )
+            try await self.timeOutThenAskAgain(SessionTransport(wrapping: watchdog), trust: trust)
+        }
     }
 }
