@@ -66,6 +66,10 @@ struct UnreadOutputRun: CustomStringConvertible {
 /// write blocked on the link's event loop: with the emulator the run never ended, with either.
 @Suite struct UnreadOutputTests {
     let scratch: Scratch
+    /// `--timeout` for a run whose message says the output stopped it: the first byte must be
+    /// out before it expires. Under AddressSanitizer, beside the target's other CLI runs, it
+    /// was not within 1 s once (2026-12-07: the link's own timeout spoke first).
+    static let outputTimeout = TimeBounds.sanitized ? "4" : "1"
 
     init() throws {
         self.scratch = try Scratch()
@@ -74,7 +78,7 @@ struct UnreadOutputRun: CustomStringConvertible {
     @Test(arguments: [false, true])
     func anUnreadStdoutEndsTheRunAtItsTimeout(socket: Bool) async throws {
         let run = try await UnreadOutputRun.measure(
-            ["--device", "emulator", "get", "--timeout", "1", "/bytes/100000000"],
+            ["--device", "emulator", "get", "--timeout", Self.outputTimeout, "/bytes/100000000"],
             socket: socket,
             scratch: scratch
         )
@@ -140,7 +144,7 @@ struct UnreadOutputRun: CustomStringConvertible {
         let holder = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         try #require(holder >= 0)
         let unread = try await runCLI(
-            ["--device", "emulator", "get", "--timeout", "1", "/bytes/100000000", "-o", fifo],
+            ["--device", "emulator", "get", "--timeout", Self.outputTimeout, "/bytes/100000000", "-o", fifo],
             scratch: scratch,
             timeout: 20
         )
