@@ -32,8 +32,9 @@ public struct BridgeStatus: Sendable, Hashable {
     public var bytesFromAccessory: Int64
     /// Answers by status code (the accessory's and the bridge's own).
     public var responses: [Int: Int] = [:]
-    /// Errors by kind: `accessory-unreachable` (502), `queue-timeout` (503), `accessory-timeout`
-    /// (504), `bad-request` (400, 405), `client-gone` (a client left mid-exchange).
+    /// Errors by kind: `accessory-unreachable` (502), `queue-timeout` (503), `shutting-down`
+    /// (503), `accessory-timeout` (504), `bad-request` (400, 405), `client-gone` (a client left
+    /// mid-exchange).
     public var errors: [String: Int]
     /// The last error's message, if any.
     public var lastError: String?

@@ -27,6 +27,8 @@ extension HTTP2Link {
         let configuration = self.configuration
         for attempt in 0..<2 {
             let connection = try await self.connect(until: deadline?.at)
+            let opened = connection.stream
+            let endCause: @Sendable () -> TransportError? = { opened.endCause }
             do {
                 switch connection.streams {
                 case .frames(let streams):
@@ -37,7 +39,7 @@ extension HTTP2Link {
                             deadline: deadline,
                             first: first
                         )
-                        return HTTP2StreamExchange(stream: io, tracer: configuration.tracer)
+                        return HTTP2StreamExchange(stream: io, tracer: configuration.tracer, endCause: endCause)
                     }
                     if streams.eventLoop.inEventLoop { return try open() }
                     return try await streams.eventLoop.submit(open).get()
@@ -48,7 +50,8 @@ extension HTTP2Link {
                         connection: connection,
                         isHeadRequest: isHeadRequest,
                         deadline: deadline,
-                        configuration: configuration
+                        configuration: configuration,
+                        endCause: endCause
                     )
                     exchange.send(first)
                     return exchange
@@ -74,7 +77,8 @@ extension HTTP2Link {
         connection: NIOLoopBound<StreamChannelsConnection>,
         isHeadRequest: Bool,
         deadline: StreamDeadline?,
-        configuration: LinkConfiguration
+        configuration: LinkConfiguration,
+        endCause: @escaping @Sendable () -> TransportError?
     ) async throws -> HTTP2StreamExchange {
         try await multiplexer.openStream { stream in
             stream.eventLoop.makeCompletedFuture {
@@ -105,7 +109,7 @@ extension HTTP2Link {
                     batches: NIOLoopBound(batches, eventLoop: stream.eventLoop),
                     arrival: batches.arrival
                 )
-                return HTTP2StreamExchange(stream: io, tracer: configuration.tracer)
+                return HTTP2StreamExchange(stream: io, tracer: configuration.tracer, endCause: endCause)
             }
         }
     }

@@ -256,7 +256,7 @@ public final class HTTP2Link: Sendable {
                 } catch let refused as HTTP2StreamsRefused where replayable && attempt < 2 {
                     tracer?.emit(.note("\(refused); sending the request again on a new connection"))
                     continue
-                } catch let ended as any StreamEndingError where mayResend {
+                } catch let ended as any StreamEndingError where mayResend && stream.transportWriteTimeout == nil {
                     mayResend = false
                     tracer?.emit(.note("\(ended.message); sending the request again on the next session"))
                     continue
@@ -267,13 +267,19 @@ public final class HTTP2Link: Sendable {
                     body: HTTPResponseBody(next: { try await stream.nextBodyBuffer() }, trailers: stream.trailers)
                 )
                 return try await handle(response)
-            } catch let error as HTTPLinkError {
+            } catch let error as HTTPLinkError where Self.isCallersOwnEnd(error) {
                 throw error
             } catch is CancellationError {
                 throw HTTPLinkError(.cancelled, "the exchange was cancelled; its HTTP/2 stream was reset")
             } catch  where expiry?.hasPassed == true && (error is ChannelError || error is any NIOHTTP2Error) {
                 // A request write failed because the stream was reset at the deadline.
                 throw Self.deadlineError
+            } catch  where stream.transportWriteTimeout != nil {
+                // The transport ended the connection (a USB write timeout): said as the timeout it
+                // was, whatever the stream saw of that end.
+                throw stream.transportWriteTimeout ?? error
+            } catch let error as HTTPLinkError {
+                throw error
             } catch let error as any StreamEndingError {
                 throw HTTPLinkError(
                     .linkClosed,
@@ -299,6 +305,14 @@ public final class HTTP2Link: Sendable {
             }
         }
         throw HTTPLinkError(.linkClosed, "the device refused the request's HTTP/2 stream again and again")
+    }
+
+    /// The caller's own end or limit: whatever the connection did meanwhile is not the story.
+    private static func isCallersOwnEnd(_ error: HTTPLinkError) -> Bool {
+        switch error.code {
+        case .cancelled, .shutDown, .exchangeTimeout, .invalidRequest, .responseBodyTooLarge: return true
+        default: return false
+        }
     }
 
     /// Runs a streamed body's producer, cancelled when `deadline` passes: one that waits for its

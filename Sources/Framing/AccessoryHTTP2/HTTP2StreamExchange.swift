@@ -1,4 +1,5 @@
 import AccessoryHTTP1
+import AccessoryTransport
 import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
@@ -23,10 +24,27 @@ final class HTTP2StreamExchange: @unchecked Sendable {
     let trailers = TrailerFields()
     /// Reports trailer fields for `-v`.
     private let tracer: LinkTracer?
+    /// The transport's own finding that ended the connection's byte stream, once it has
+    /// (``OpenedByteStream/endCause``).
+    private let endCause: @Sendable () -> TransportError?
 
-    init(stream: any HTTP2ClientStreamIO, tracer: LinkTracer? = nil) {
+    init(
+        stream: any HTTP2ClientStreamIO,
+        tracer: LinkTracer? = nil,
+        endCause: @escaping @Sendable () -> TransportError? = { nil }
+    ) {
         self.stream = stream
         self.tracer = tracer
+        self.endCause = endCause
+    }
+
+    /// The exchange's failure when the transport ended the connection itself because the device
+    /// stopped taking bytes (a USB write timeout): whatever the stream saw of that end (the
+    /// connection closing, a stream cut short) is reported as the timeout it was, with the
+    /// transport's reason, as on an HTTP/1.1 link. `nil` while the transport has no such cause.
+    var transportWriteTimeout: HTTPLinkError? {
+        guard let cause = self.endCause(), cause.code == .writeTimedOut else { return nil }
+        return HTTPLinkError(.writeTimeout, cause.message, underlying: cause)
     }
 
     /// Writes `parts` and flushes them, without waiting: a failure of the stream shows in its
