@@ -58,9 +58,14 @@ struct FrameStreamIO: HTTP2ClientStreamIO {
         on streams: NIOLoopBound<HTTP2ClientStreams>,
         idleTimeout: Duration,
         deadline: StreamDeadline?,
-        first: [HTTPRequestPart]
+        first: [HTTPRequestPart],
+        exchangeOffLoop: Bool = false
     ) throws -> FrameStreamIO {
-        let stream = try streams.value.openStream(idleTimeout: idleTimeout, deadline: deadline)
+        let stream = try streams.value.openStream(
+            idleTimeout: idleTimeout,
+            deadline: deadline,
+            gathersBody: exchangeOffLoop
+        )
         let eventLoop = streams.eventLoop
         let io = FrameStreamIO(
             eventLoop: eventLoop,

@@ -26,6 +26,8 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     private var streams: [HTTP2StreamID: ClientStream] = [:]
     /// Streams that received something in the current read: handed over at its end.
     private var readStreams: [ClientStream] = []
+    /// Where the body bytes of exchanges on other executors are gathered at each read's end.
+    private var bodyPool = BodyBufferPool()
     private var nextStreamID: Int32
     private var connectionWindow: InboundWindow
     /// The window a new stream starts with: the one announced, once the device has it.
@@ -79,7 +81,8 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
     /// out in the order they were taken).
     ///
     /// - Throws: `HTTP2StreamsRefused` when this connection takes no new stream.
-    func openStream(idleTimeout: Duration, deadline: StreamDeadline?) throws -> ClientStream {
+    func openStream(idleTimeout: Duration, deadline: StreamDeadline?, gathersBody: Bool = false) throws -> ClientStream
+    {
         if let refusal = self.refusal { throw HTTP2StreamsRefused(reason: refusal) }
         guard let context = self.context else { throw HTTP2StreamsRefused(reason: "the connection closed") }
         let id = HTTP2StreamID(self.nextStreamID)
@@ -89,6 +92,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
             self.nextStreamID += 2
         }
         let batches = ResponseBatches(eventLoop: context.eventLoop, idleTimeout: idleTimeout, deadline: deadline)
+        batches.gathersBody = gathersBody
         let stream = ClientStream(
             id: id,
             streams: self,
@@ -121,6 +125,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
         stream.window.closed = true
         guard self.streams[stream.id] === stream, let context = self.context else { return }
         self.streams[stream.id] = nil
+        if self.streams.isEmpty { self.bodyPool.release() }
         context.writeAndFlush(
             self.wrapOutboundOut(HTTP2Frame(streamID: stream.id, payload: .rstStream(.cancel))),
             promise: nil
@@ -197,6 +202,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
         self.readStreams.removeAll(keepingCapacity: true)
         for stream in streams {
             stream.inReadList = false
+            stream.batches.gatherBody(using: &self.bodyPool)
             stream.batches.handOver()
         }
         context.fireChannelReadComplete()
@@ -209,6 +215,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler, RemovableChannelHandler {
             let error = closed.reason == nil ? nil : self.unclaimedError
             if error != nil { self.unclaimedError = nil }
             if let stream = self.streams.removeValue(forKey: closed.streamID) {
+                if self.streams.isEmpty { self.bodyPool.release() }
                 if let error {
                     stream.window.closed = true
                     stream.batches.end(.failed(error))

@@ -32,12 +32,16 @@ extension HTTP2Link {
             do {
                 switch connection.streams {
                 case .frames(let streams):
+                    // An exchange on another executor than the connection's holds its body
+                    // parts across reads: they are gathered (``BodyBufferPool``).
+                    let offLoop = !streams.eventLoop.inEventLoop
                     let open = { @Sendable () throws -> HTTP2StreamExchange in
                         let io = try FrameStreamIO.open(
                             on: streams,
                             idleTimeout: configuration.idleTimeout,
                             deadline: deadline,
-                            first: first
+                            first: first,
+                            exchangeOffLoop: offLoop
                         )
                         return HTTP2StreamExchange(stream: io, tracer: configuration.tracer, endCause: endCause)
                     }

@@ -53,6 +53,12 @@ final class ResponseBatches {
     /// The response's end arrived: a deadline that passes after it no longer fails anything.
     private(set) var responseEnded = false
     private var parts: [HTTPResponsePart] = []
+    /// Whether body parts are gathered into buffers of the connection's at the end of each read
+    /// (``gatherBody(using:)``): for an exchange on another executor, which holds them across
+    /// reads.
+    var gathersBody = false
+    /// The parts before this index are gathered already.
+    private var gathered = 0
     /// Body bytes held for the exchange.
     private(set) var heldBytes = 0
     private(set) var ending: Ending?
@@ -95,6 +101,33 @@ final class ResponseBatches {
             break
         }
         self.parts.append(part)
+    }
+
+    /// Gathers the body parts that arrived in this read into buffers of `pool` (a run of body
+    /// parts into one), releasing the read's storage; at the end of a read, before
+    /// ``handOver()``.
+    func gatherBody(using pool: inout BodyBufferPool) {
+        guard self.gathersBody else { return }
+        var index = self.gathered
+        while index < self.parts.count {
+            guard case .body(let first) = self.parts[index] else {
+                index += 1
+                continue
+            }
+            var end = index + 1
+            var totalBytes = first.readableBytes
+            while end < self.parts.count, case .body(let next) = self.parts[end] {
+                totalBytes += next.readableBytes
+                end += 1
+            }
+            let run = self.parts[index..<end].lazy.compactMap { part -> ByteBuffer? in
+                if case .body(let bytes) = part { bytes } else { nil }
+            }
+            let gathered = pool.gather(run, totalBytes: totalBytes)
+            self.parts.replaceSubrange(index..<end, with: CollectionOfOne(.body(gathered)))
+            index += 1
+        }
+        self.gathered = self.parts.count
     }
 
     /// How the stream ended (the first ending counts), handed over at once.
@@ -230,6 +263,7 @@ final class ResponseBatches {
         let batch = Batch(parts: self.parts, ending: self.ending)
         let taken = self.heldBytes
         self.parts = []
+        self.gathered = 0
         self.heldBytes = 0
         if taken > 0 { self.owner?.bodyBytesTaken(taken) }
         return batch
