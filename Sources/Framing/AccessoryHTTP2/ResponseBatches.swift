@@ -120,10 +120,14 @@ final class ResponseBatches {
                 totalBytes += next.readableBytes
                 end += 1
             }
-            let run = self.parts[index..<end].lazy.compactMap { part -> ByteBuffer? in
-                if case .body(let bytes) = part { bytes } else { nil }
-            }
-            let gathered = pool.gather(run, totalBytes: totalBytes)
+            // The run's view of `parts` ends with this statement, so the replacement below
+            // finds the array unshared and edits it in place.
+            let gathered = pool.gather(
+                self.parts[index..<end].lazy.compactMap { part -> ByteBuffer? in
+                    if case .body(let bytes) = part { bytes } else { nil }
+                },
+                totalBytes: totalBytes
+            )
             self.parts.replaceSubrange(index..<end, with: CollectionOfOne(.body(gathered)))
             index += 1
         }
