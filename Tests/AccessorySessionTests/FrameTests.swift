@@ -103,8 +103,8 @@ struct FrameTests {
         #expect(reader.nextScanning() == nil)
     }
 
-    @Test("DATA frames written as slices are byte for byte the frames docs/framing.md defines")
-    func dataFramesAsSlices() {
+    @Test("DATA frames laid out in pooled buffers are byte for byte the frames docs/framing.md defines")
+    func dataFramesInPooledBuffers() {
         var generator = SystemRandomNumberGenerator()
         for size in [0, 1, 4095, 4096, 16_352, 16_353, 65_536, 200_001] {
             let payload = ByteBuffer(bytes: (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) })
@@ -112,7 +112,8 @@ struct FrameTests {
                 var sequence: UInt32 = 41
                 var traced: [SessionFrame] = []
                 let encoder = DataFrameEncoder(nonce: 9, maxPayload: maxFrame - SessionFrame.overhead)
-                let buffers = encoder.encode(payload, sequence: &sequence) { traced.append($0) }
+                var pool = DataFrameEncoder.makePool()
+                let buffers = encoder.encode(payload, sequence: &sequence, pool: &pool) { traced.append($0) }
                 var written = ByteBuffer()
                 for buffer in buffers { written.writeImmutableBuffer(buffer) }
                 var expected = ByteBuffer()

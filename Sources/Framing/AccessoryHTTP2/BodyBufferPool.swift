@@ -1,3 +1,4 @@
+import AccessoryTransport
 import NIOCore
 
 /// Buffers a connection gathers response body bytes into, reused once their exchanges let them
@@ -12,8 +13,6 @@ import NIOCore
 /// buffers keeps the gather copy warm too. `loop --http 2 --caller pool --path
 /// /bytes/268435456`: see docs/performance.md.
 struct BodyBufferPool {
-    /// Buffers handed out, oldest first; one whose exchange let it go is ours alone again.
-    private var lent: CircularBuffer<ByteBuffer> = []
     /// How many lent buffers are tracked (2 MiB of them, the connection's receive window);
     /// older ones are left to their exchanges.
     static let lentLimit = 8
@@ -21,35 +20,22 @@ struct BodyBufferPool {
     static let pooledCapacity = 256 << 10
     /// Payloads of a read smaller than this get a buffer of their own size, not pooled.
     static let smallestPooled = 16 << 10
-    private let allocator = ByteBufferAllocator()
+    private var buffers = ReusableBufferPool(
+        lentLimit: Self.lentLimit,
+        pooledCapacity: Self.pooledCapacity,
+        smallestPooled: Self.smallestPooled
+    )
 
     /// `parts` (of `totalBytes` together) gathered into one buffer, of the pool when large.
     mutating func gather(_ parts: some Sequence<ByteBuffer>, totalBytes: Int) -> ByteBuffer {
-        guard totalBytes >= Self.smallestPooled, totalBytes <= Self.pooledCapacity else {
-            var buffer = self.allocator.buffer(capacity: totalBytes)
+        self.buffers.lend(capacity: totalBytes) { buffer in
             for part in parts { buffer.writeImmutableBuffer(part) }
-            return buffer
         }
-        var buffer = self.takeReusable() ?? self.allocator.buffer(capacity: Self.pooledCapacity)
-        for part in parts { buffer.writeImmutableBuffer(part) }
-        if self.lent.count >= Self.lentLimit { self.lent.removeFirst() }
-        self.lent.append(buffer)
-        return buffer
     }
 
     /// Forgets the lent buffers (the connection has no stream left): memory is not kept for a
     /// download that may never come.
     mutating func release() {
-        self.lent.removeAll()
-    }
-
-    /// The oldest lent buffer that is ours alone again, emptied.
-    private mutating func takeReusable() -> ByteBuffer? {
-        for _ in 0..<self.lent.count {
-            var candidate = self.lent.removeFirst()
-            if candidate.modifyIfUniquelyOwned({ $0.clear() }) != nil { return candidate }
-            self.lent.append(candidate)
-        }
-        return nil
+        self.buffers.release()
     }
 }

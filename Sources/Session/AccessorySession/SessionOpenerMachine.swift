@@ -30,6 +30,8 @@ struct SessionOpenerMachine {
     private(set) var state = State.idle
     private var reader: SessionFrameReader
     private var sentSequence: UInt32 = 0
+    /// The buffers DATA frames are laid out in, reused once written (``DataFrameEncoder``).
+    private var framePool = DataFrameEncoder.makePool()
     private var expectedSequence: UInt32 = 0
     private var peerMaxFrame = SessionFrame.maxFrameSize
     private var lastReceived: NIODeadline
@@ -127,9 +129,13 @@ struct SessionOpenerMachine {
             nonce: self.nonce,
             maxPayload: min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
         )
-        guard self.tracing else { return encoder.encode(bytes, sequence: &self.sentSequence).map { .write($0) } }
+        guard self.tracing else {
+            return encoder.encode(bytes, sequence: &self.sentSequence, pool: &self.framePool).map { .write($0) }
+        }
         var actions: [Action] = []
-        let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { actions.append(.trace($0, sent: true)) }
+        let buffers = encoder.encode(bytes, sequence: &self.sentSequence, pool: &self.framePool) {
+            actions.append(.trace($0, sent: true))
+        }
         return actions + buffers.map { .write($0) }
     }
 

@@ -41,10 +41,18 @@ public struct SessionResponderMachine: Sendable {
     }
 
     /// The current state; ``Mode/plain`` at the start.
-    public private(set) var mode = Mode.plain
+    public private(set) var mode = Mode.plain {
+        didSet {
+            // Out of a session, no frames are written: the frame buffers are not kept.
+            if case .session = self.mode {} else { self.framePool.release() }
+        }
+    }
     private var watch = HelloWatch()
     private var reader = SessionFrameReader()
     private var sentSequence: UInt32 = 0
+    /// The buffers DATA frames are laid out in, reused once written (``DataFrameEncoder``);
+    /// released when the session ends.
+    private var framePool = DataFrameEncoder.makePool()
     private var expectedSequence: UInt32 = 0
     private var peerMaxFrame = SessionFrame.maxFrameSize
     private let tracing: Bool
@@ -177,10 +185,12 @@ public struct SessionResponderMachine: Sendable {
                 maxPayload: min(self.peerMaxFrame, SessionFrame.maxFrameSize) - SessionFrame.overhead
             )
             guard self.tracing else {
-                return encoder.encode(bytes, sequence: &self.sentSequence).map { .write($0) }
+                return encoder.encode(bytes, sequence: &self.sentSequence, pool: &self.framePool).map { .write($0) }
             }
             var actions: [Action] = []
-            let buffers = encoder.encode(bytes, sequence: &self.sentSequence) { actions.append(.trace($0, sent: true)) }
+            let buffers = encoder.encode(bytes, sequence: &self.sentSequence, pool: &self.framePool) {
+                actions.append(.trace($0, sent: true))
+            }
             return actions + buffers.map { .write($0) }
         }
     }
