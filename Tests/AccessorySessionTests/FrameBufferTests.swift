@@ -37,13 +37,30 @@ struct FrameBufferTests {
         let large = ByteBuffer(bytes: (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 13) })
         let buffers = Self.encoder.encode(large, sequence: &sequence, pool: &pool)
         let frameCount = (large.readableBytes + SessionFrame.maxPayload - 1) / SessionFrame.maxPayload
-        #expect(buffers.count == (frameCount + DataFrameEncoder.framesPerBuffer - 1) / DataFrameEncoder.framesPerBuffer)
-        #expect(buffers.allSatisfy { $0.readableBytes <= DataFrameEncoder.framesPerBuffer * SessionFrame.maxFrameSize })
+        #expect(buffers.count == (frameCount + 7) / 8)
+        #expect(buffers.allSatisfy { $0.readableBytes <= DataFrameEncoder.bufferSize })
         let frames = Self.frames(in: buffers)
         #expect(frames.map(\.sequence) == (0..<frameCount).map { 6 + UInt32($0) })
         var joined = ByteBuffer()
         for frame in frames { joined.writeImmutableBuffer(frame.payload) }
         #expect(joined == large)
+    }
+
+    @Test("a device's small frames fill a buffer as far as they fit")
+    func smallFramesPerBuffer() {
+        var pool = DataFrameEncoder.makePool()
+        var sequence: UInt32 = 0
+        let encoder = DataFrameEncoder(nonce: 7, maxPayload: 512 - SessionFrame.overhead)
+        let write = ByteBuffer(bytes: (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 3) })
+        let buffers = encoder.encode(write, sequence: &sequence, pool: &pool)
+        let frameCount = (65_536 + 479) / 480
+        #expect(buffers.count == 1, "\(frameCount) frames of 512 bytes fit in one buffer")
+        let frames = Self.frames(in: buffers)
+        #expect(frames.count == frameCount)
+        #expect(frames.allSatisfy { $0.payload.readableBytes <= 480 })
+        var joined = ByteBuffer()
+        for frame in frames { joined.writeImmutableBuffer(frame.payload) }
+        #expect(joined == write)
     }
 
     @Test("a buffer the channel let go is written into again; one still held is not touched")

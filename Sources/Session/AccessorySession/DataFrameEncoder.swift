@@ -2,27 +2,23 @@ import AccessoryTransport
 import NIOCore
 
 /// Cuts the bytes of one write from the layer above into DATA frames (docs/framing.md §2), laid
-/// out whole (header, payload, frame CRC) in buffers of ``framesPerBuffer`` frames at most.
+/// out whole (header, payload, frame CRC) in buffers of ``bufferSize`` bytes at most.
 ///
 /// Each payload is copied into its frame and its CRC computed over the copy, while it is still
 /// in the CPU's cache: one pass over the bytes where the CRC alone was one before, and the
-/// channel writes one buffer per ``framesPerBuffer`` frames. (Frames as slices of the caller's
+/// channel writes one buffer per eight frames of 16 KiB (more of a device's smaller frames). (Frames as slices of the caller's
 /// payload between small header buffers cost two pipeline writes and two `writev` entries a
 /// frame; copies into fresh buffers cost a new allocation, faulted in page by page, per write.
 /// The buffers come from a ``ReusableBufferPool`` and are written into again once the channel
 /// has let them go.)
 struct DataFrameEncoder {
-    /// The most frames laid out in one buffer: a 64 KiB write's five frames, or eight of a
-    /// larger one (128 KiB).
-    static let framesPerBuffer = 8
+    /// The most bytes laid out in one buffer: eight frames of the largest size (a 64 KiB write
+    /// is one buffer of five), or as many of a device's smaller frames as fit.
+    static let bufferSize = 8 * SessionFrame.maxFrameSize
     /// A pool for the buffers of a session's frames: the newest six (768 KiB at most) are
-    /// reused; writes of less than a frame get buffers of their own size.
+    /// reused; writes of less than a frame's worth get buffers of their own size.
     static func makePool() -> ReusableBufferPool {
-        ReusableBufferPool(
-            lentLimit: 6,
-            pooledCapacity: Self.framesPerBuffer * SessionFrame.maxFrameSize,
-            smallestPooled: SessionFrame.maxFrameSize
-        )
+        ReusableBufferPool(lentLimit: 6, pooledCapacity: Self.bufferSize, smallestPooled: SessionFrame.maxFrameSize)
     }
 
     let nonce: UInt64
@@ -38,10 +34,11 @@ struct DataFrameEncoder {
         each: ((SessionFrame) -> Void)? = nil
     ) -> [ByteBuffer] {
         let chunk = max(1, self.maxPayload)
+        let framesPerBuffer = max(1, Self.bufferSize / (chunk + SessionFrame.overhead))
         var remaining = bytes
         var buffers: [ByteBuffer] = []
         repeat {
-            let frames = min(Self.framesPerBuffer, max(1, (remaining.readableBytes + chunk - 1) / chunk))
+            let frames = min(framesPerBuffer, max(1, (remaining.readableBytes + chunk - 1) / chunk))
             let payloadBytes = min(remaining.readableBytes, frames * chunk)
             let size = payloadBytes + frames * SessionFrame.overhead
             buffers.append(
