@@ -104,7 +104,7 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
         let serial = phone.device.sysfsSerialNumber
         let startError: LibUSBError?
         do {
-            startError = try AndroidAccessoryMode.switchToAccessoryMode(phone.handle, identity: self.selector.identity)
+            startError = try await Self.switchRetryingOnce(phone.handle, identity: self.selector.identity)
         } catch {
             throw self.refusedSwitch(phone.id, portPath: portPath, version: phone.version, error)
         }
@@ -117,6 +117,23 @@ public struct AndroidAccessoryTransport: ByteStreamTransport {
             from: phone.id,
             startError: startError
         )
+    }
+
+    /// ``AndroidAccessoryMode/switchToAccessoryMode(_:identity:)``, once more after a short
+    /// pause when a SEND_STRING fails with an I/O error: a device just plugged in may still be
+    /// taking its configuration (the kernel's SET_CONFIGURATION restarts the function's control
+    /// endpoint under a request in flight), which the USB guest test met once. A stall is an
+    /// answer and is not retried.
+    private static func switchRetryingOnce(
+        _ handle: LibUSBDeviceHandle,
+        identity: AndroidAccessoryIdentity
+    ) async throws(LibUSBError) -> LibUSBError? {
+        do {
+            return try AndroidAccessoryMode.switchToAccessoryMode(handle, identity: identity)
+        } catch  where error == .io {
+            try? await Task.sleep(for: .milliseconds(250))
+            return try AndroidAccessoryMode.switchToAccessoryMode(handle, identity: identity)
+        }
     }
 
     private func refusedSwitch(_ id: String, portPath: String, version: Int, _ error: LibUSBError) -> TransportError {
