@@ -24,6 +24,13 @@ struct FrameBufferTests {
         return frames
     }
 
+    /// The frames' payloads, one after another.
+    private static func joinedPayloads(_ frames: [SessionFrame]) -> ByteBuffer {
+        var joined = ByteBuffer()
+        for frame in frames { joined.writeImmutableBuffer(frame.payload) }
+        return joined
+    }
+
     @Test("a 64 KiB write is one buffer of five frames; a 1 MiB write, buffers of eight frames at most")
     func framesPerBuffer() {
         var pool = DataFrameEncoder.makePool()
@@ -41,9 +48,7 @@ struct FrameBufferTests {
         #expect(buffers.allSatisfy { $0.readableBytes <= DataFrameEncoder.bufferSize })
         let frames = Self.frames(in: buffers)
         #expect(frames.map(\.sequence) == (0..<frameCount).map { 6 + UInt32($0) })
-        var joined = ByteBuffer()
-        for frame in frames { joined.writeImmutableBuffer(frame.payload) }
-        #expect(joined == large)
+        #expect(Self.joinedPayloads(frames) == large)
     }
 
     @Test("a device's small frames fill a buffer as far as they fit")
@@ -58,9 +63,7 @@ struct FrameBufferTests {
         let frames = Self.frames(in: buffers)
         #expect(frames.count == frameCount)
         #expect(frames.allSatisfy { $0.payload.readableBytes <= 480 })
-        var joined = ByteBuffer()
-        for frame in frames { joined.writeImmutableBuffer(frame.payload) }
-        #expect(joined == write)
+        #expect(Self.joinedPayloads(frames) == write)
     }
 
     @Test("a buffer the channel let go is written into again; one still held is not touched")

@@ -6,11 +6,11 @@ import NIOCore
 ///
 /// Each payload is copied into its frame and its CRC computed over the copy, while it is still
 /// in the CPU's cache: one pass over the bytes where the CRC alone was one before, and the
-/// channel writes one buffer per eight frames of 16 KiB (more of a device's smaller frames). (Frames as slices of the caller's
-/// payload between small header buffers cost two pipeline writes and two `writev` entries a
-/// frame; copies into fresh buffers cost a new allocation, faulted in page by page, per write.
-/// The buffers come from a ``ReusableBufferPool`` and are written into again once the channel
-/// has let them go.)
+/// channel writes one buffer per eight frames of 16 KiB (more of a device's smaller frames).
+/// (Frames as slices of the caller's payload between small header buffers cost two pipeline
+/// writes and two `writev` entries a frame; copies into fresh buffers cost a new allocation,
+/// faulted in page by page, per write. The buffers come from a ``ReusableBufferPool`` and are
+/// written into again once the channel has let them go.)
 struct DataFrameEncoder {
     /// The most bytes laid out in one buffer: eight frames of the largest size (a 64 KiB write
     /// is one buffer of five), or as many of a device's smaller frames as fit.
